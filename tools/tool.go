@@ -1,0 +1,78 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+)
+
+// Content is one block of a tool result: text, or an image as base64.
+type Content struct {
+	Type     string `json:"type"` // "text" or "image"
+	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"` // base64, images only
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+// TextContent returns a text block.
+func TextContent(s string) Content { return Content{Type: "text", Text: s} }
+
+// Result is what a tool returns to the model, shaped as pi's AgentToolResult.
+// A failed tool is a Result with IsError set and the error's message as its
+// only text; it is never a Go error, because the model must see it.
+type Result struct {
+	Content []Content `json:"content"`
+	Details any       `json:"details,omitempty"`
+	IsError bool      `json:"isError"`
+}
+
+// ErrorResult is the result pi's agent loop builds from a thrown error.
+func ErrorResult(msg string) Result {
+	return Result{Content: []Content{TextContent(msg)}, IsError: true}
+}
+
+// UpdateFunc receives partial results while a tool runs (bash streams its
+// output tail this way). It is called serially and never after Execute
+// returns.
+type UpdateFunc func(Result)
+
+// Definition is the declaration a host hands its model.
+type Definition struct {
+	Name          string          `json:"name"`
+	Label         string          `json:"label,omitempty"`
+	Description   string          `json:"description"`
+	Parameters    json.RawMessage `json:"parameters"` // JSON Schema
+	PromptSnippet string          `json:"promptSnippet,omitempty"`
+}
+
+// Tool is one of the seven tools, written once over opsapi.
+type Tool interface {
+	Definition() Definition
+	// Execute runs the tool on arguments that already passed the
+	// compatibility shim and schema validation. A returned error becomes an
+	// isError result whose text is exactly err.Error(), as pi does with a
+	// thrown Error, so tools return errors carrying pi's exact strings.
+	Execute(ctx context.Context, args json.RawMessage, onUpdate UpdateFunc) (Result, error)
+}
+
+// Preparer is implemented by tools whose arguments pass a compatibility
+// shim before validation (pi's prepareArguments; edit's legacy shapes).
+type Preparer interface {
+	PrepareArguments(args any) any
+}
+
+// Options configure a Toolbox.
+type Options struct {
+	// Logger receives debug records; nil discards them.
+	Logger *slog.Logger
+	// Cwd is the directory relative paths resolve against; empty means the
+	// workspace root.
+	Cwd string
+	// Env is passed to every bash command (KEY=VALUE); the host's own
+	// environment is never forwarded.
+	Env []string
+	// OutputDir is where bash saves the full output of a truncated command,
+	// inside the workspace so a later read reaches it. Empty means
+	// "<root>/.broker/output".
+	OutputDir string
+}
