@@ -1,0 +1,35 @@
+package opsapi
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// WorkspaceSpec asks a backend for a new workspace.
+type WorkspaceSpec struct {
+	// ID names the workspace; the broker makes it random and unguessable.
+	ID string
+	// Options are the backend's own creation options as JSON (e.g. an image
+	// and limits for docker); nil means the backend's defaults. Unknown
+	// fields are ErrInvalid.
+	Options json.RawMessage
+}
+
+// Backend creates workspaces of one kind (local, docker, ssh).
+type Backend interface {
+	// Name is the backend's registry name, e.g. "local".
+	Name() string
+	// Create makes a new workspace. Invalid options are ErrInvalid, an
+	// existing ID ErrExist, an engine that cannot be reached
+	// ErrUnavailable.
+	Create(ctx context.Context, spec WorkspaceSpec) (Workspace, error)
+	// Close releases the backend's own resources; workspaces stay.
+	Close() error
+}
+
+// Rediscoverer is an optional ability of a Backend: after a broker restart
+// it finds the workspaces that still exist, keyed by ID, so that none is
+// lost or leaked.
+type Rediscoverer interface {
+	List(ctx context.Context) (map[string]Workspace, error)
+}
