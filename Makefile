@@ -1,0 +1,41 @@
+# Run `make help` for the list of targets.
+GO ?= go
+GOLANGCI_VERSION ?= v2.15.0
+GOBIN_DIR := $(CURDIR)/.bin
+FUZZTIME ?= 30s
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the broker binary into ./bin/broker.
+	$(GO) build -o bin/broker ./cmd/broker
+
+.PHONY: run
+run: ## Run the broker on the local backend (127.0.0.1:8722).
+	$(GO) run ./cmd/broker serve
+
+.PHONY: test
+test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail instead).
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each.
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: $(GOBIN_DIR)/golangci-lint ## Run golangci-lint (depguard keeps opsapi stdlib-only and backends apart).
+	$(GOBIN_DIR)/golangci-lint run ./...
+
+$(GOBIN_DIR)/golangci-lint:
+	GOBIN=$(GOBIN_DIR) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
+.PHONY: bench
+bench: ## Run the benchmark harness and print the side-by-side table.
+	$(GO) run ./bench
