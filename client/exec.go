@@ -1,0 +1,110 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// execBody is the wire form of an opsapi.ExecRequest; the timeout travels
+// as seconds.
+type execBody struct {
+	Command string   `json:"command"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Timeout float64  `json:"timeout,omitempty"`
+}
+
+// execLine is one line of the exec stream: output, exit or error.
+type execLine struct {
+	Type string `json:"type"`
+	// output
+	Data []byte `json:"data,omitempty"` // base64 on the wire
+	// exit
+	opsapi.ExecResult
+	// error
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Exec runs req.Command on the broker and streams its output, decoded, to
+// req.Output as it arrives (serially, and never after Exec returns). When
+// ctx ends the request is closed, which makes the broker kill the
+// command's whole process tree; Exec then reports a result with Canceled
+// (or TimedOut, for a deadline) set, as a local backend would. Start
+// failures (a missing Cwd, ...) come back as errors of their opsapi kind.
+func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
+	start := time.Now()
+	if req.Timeout < 0 {
+		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, errors.New("negative timeout"))
+	}
+	b, err := json.Marshal(execBody{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout.Seconds()})
+	if err != nil {
+		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, err)
+	}
+	hreq, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/exec"), nil, bytes.NewReader(b))
+	if err != nil {
+		return opsapi.ExecResult{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/x-ndjson")
+	resp, err := w.c.send(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return canceledResult(ctx, start), nil
+		}
+		return opsapi.ExecResult{}, err
+	}
+	defer resp.Body.Close()
+
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line execLine
+		if err := dec.Decode(&line); err != nil {
+			if ctx.Err() != nil {
+				return canceledResult(ctx, start), nil
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
+				fmt.Errorf("exec stream ended without an exit line: %w", err))
+		}
+		switch line.Type {
+		case "output":
+			if req.Output != nil && len(line.Data) > 0 {
+				if _, err := req.Output.Write(line.Data); err != nil {
+					// The caller cannot take more output; closing the
+					// stream stops the command rather than let it run
+					// unread.
+					return opsapi.ExecResult{}, opsapi.E("client.Exec", "", nil, fmt.Errorf("writing output: %w", err))
+				}
+			}
+		case "exit":
+			return line.ExecResult, nil
+		case "error":
+			return opsapi.ExecResult{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
+		default:
+			// Unknown line types are future extensions; skip them.
+		}
+	}
+}
+
+// canceledResult is what Exec reports when ctx ended before the broker's
+// exit line arrived: the broker killed the tree when the request closed.
+func canceledResult(ctx context.Context, start time.Time) opsapi.ExecResult {
+	res := opsapi.ExecResult{Duration: time.Since(start), ExitCode: 128 + 9, Signal: "SIGKILL"}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		res.TimedOut = true
+	} else {
+		res.Canceled = true
+	}
+	return res
+}

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// CallTool runs the tool name with args (its JSON arguments; nil means {})
+// on the broker, with pi's semantics. A tool failure is a Result with
+// IsError set, not an error; errors are for an unknown workspace or tool
+// (opsapi.ErrNotExist), a body that is not JSON, or a lost broker. When
+// onUpdate is not nil the call streams: onUpdate receives the partial
+// results (bash output as it comes), serially, before CallTool returns.
+// Cancelling ctx closes the request, which stops the tool on the broker.
+func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	req, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/tools/"+url.PathEscape(name)), nil, bytes.NewReader(args))
+	if err != nil {
+		return tools.Result{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if onUpdate == nil {
+		req.Header.Set("Accept", "application/json")
+	} else {
+		req.Header.Set("Accept", "application/x-ndjson")
+	}
+	resp, err := w.c.send(req)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	if onUpdate == nil {
+		var res tools.Result
+		if err := dec.Decode(&res); err != nil {
+			return tools.Result{}, decodeError(ctx, req.Method, req.URL.Path, err)
+		}
+		return res, nil
+	}
+	for {
+		var line struct {
+			Type   string       `json:"type"`
+			Result tools.Result `json:"result"`
+			Code   string       `json:"code,omitempty"`
+			Detail string       `json:"detail,omitempty"`
+		}
+		if err := dec.Decode(&line); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return tools.Result{}, decodeError(ctx, req.Method, req.URL.Path,
+				fmt.Errorf("tool stream ended without a result line: %w", err))
+		}
+		switch line.Type {
+		case "update":
+			onUpdate(line.Result)
+		case "result":
+			return line.Result, nil
+		case "error":
+			return tools.Result{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
+		}
+	}
+}
+
+// Batch modes, as pi's agent loop runs the tool calls of one message.
+const (
+	Parallel   = "parallel"
+	Sequential = "sequential"
+)
+
+// Call is one tool call of a batch.
+type Call struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// CallResult is the outcome of one call of a batch.
+type CallResult struct {
+	ID     string       `json:"id"`
+	Name   string       `json:"name"`
+	Result tools.Result `json:"result"`
+}
+
+// Batch runs calls on the broker in mode (Parallel or Sequential; ""
+// means the broker's default) and returns their results in source order.
+// An unknown tool or invalid arguments give that call an isError result;
+// the other calls still run.
+func (w *Workspace) Batch(ctx context.Context, calls []Call, mode string) ([]CallResult, error) {
+	for i := range calls {
+		if len(calls[i].Arguments) == 0 {
+			calls[i].Arguments = json.RawMessage("{}")
+		}
+	}
+	body := struct {
+		Calls []Call `json:"calls"`
+		Mode  string `json:"mode,omitempty"`
+	}{calls, mode}
+	var out struct {
+		Results []CallResult `json:"results"`
+	}
+	err := w.c.doJSON(ctx, http.MethodPost, wsPath(w.id, "/tools"), nil, body, &out)
+	if err == nil && len(out.Results) != len(calls) {
+		err = opsapi.E("client.Batch", "", opsapi.ErrUnavailable,
+			fmt.Errorf("broker returned %d results for %d calls", len(out.Results), len(calls)))
+	}
+	return out.Results, err
+}
