@@ -1,0 +1,427 @@
+package tools
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The edit tool's result details are computed here: a line diff with
+// jsdiff's diffLines semantics, pi's display diff (generateDiffString) and
+// a unified patch as jsdiff's createTwoFilesPatch writes it.
+//
+// The line diff is a plain Myers O(ND) diff over whole lines rather than
+// github.com/sergi/go-diff: go-diff's line mode encodes line indices as
+// characters and then runs its character diff with time-bounded heuristics
+// (half-match, DiffTimeout), which both changed between releases and can
+// return a non-minimal or differently aligned script. jsdiff, which pi
+// uses, is plain Myers with "delete before insert" on ties; the same
+// algorithm over line tokens is short and deterministic.
+
+// diffContext is the number of context lines pi shows and patches with.
+const diffContext = 4
+
+// Bounds on one Myers run. Past them the window is reported as "all old
+// lines removed, all new lines added": still a correct patch, just not a
+// minimal one. They keep a huge rewrite from costing quadratic memory.
+const (
+	myersMaxCost = 2000     // edit distance (lines removed + added)
+	myersMaxWork = 50000000 // snake steps
+)
+
+// diffOp is a run of lines that are equal (' '), removed ('-') or added
+// ('+'). Each line keeps its trailing "\n"; only a file's last line may
+// lack it, and then it differs from the same text with a newline, as in
+// jsdiff.
+type diffOp struct {
+	kind  byte
+	lines []string
+}
+
+// splitLinesKeep splits s into lines that keep their "\n".
+func splitLinesKeep(s string) []string {
+	if s == "" {
+		return nil
+	}
+	lines := make([]string, 0, strings.Count(s, "\n")+1)
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			lines = append(lines, s)
+			break
+		}
+		lines = append(lines, s[:i+1])
+		s = s[i+1:]
+	}
+	return lines
+}
+
+// lineDiff diffs two texts line by line.
+func lineDiff(a, b string) []diffOp {
+	var ops opBuilder
+	ops.diff(splitLinesKeep(a), splitLinesKeep(b))
+	return ops.finish()
+}
+
+// lfReplacement replaces text[start:end] with text. Edits produce them,
+// sorted and disjoint.
+type lfReplacement struct {
+	start, end int
+	text       string
+}
+
+// applyReplacements returns s with reps applied; reps are sorted and
+// disjoint.
+func applyReplacements(s string, reps []lfReplacement) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	prev := 0
+	for _, r := range reps {
+		b.WriteString(s[prev:r.start])
+		b.WriteString(r.text)
+		prev = r.end
+	}
+	b.WriteString(s[prev:])
+	return b.String()
+}
+
+// replacementDiff diffs old against applyReplacements(old, reps) only in
+// windows around the replacements (each widened to whole lines, touching
+// windows merged), as pi ≥1.6.0 does: lines between windows are equal by
+// construction, so a small edit of a huge file costs little.
+func replacementDiff(old string, reps []lfReplacement) (newText string, ops []diffOp) {
+	newText = applyReplacements(old, reps)
+	var b opBuilder
+	prevOld, delta := 0, 0 // delta: len(new) - len(old) before the current window
+	for i := 0; i < len(reps); {
+		ws := strings.LastIndexByte(old[:reps[i].start], '\n') + 1
+		we, wdelta := 0, 0
+		for first := true; i < len(reps); first = false {
+			r := reps[i]
+			if !first && strings.LastIndexByte(old[:r.start], '\n')+1 > we {
+				break // the next replacement's lines start past this window
+			}
+			we = max(we, lineEndAfter(old, r.start, r.end))
+			wdelta += len(r.text) - (r.end - r.start)
+			i++
+		}
+		b.equal(splitLinesKeep(old[prevOld:ws]))
+		b.diff(splitLinesKeep(old[ws:we]), splitLinesKeep(newText[ws+delta:we+delta+wdelta]))
+		prevOld = we
+		delta += wdelta
+	}
+	b.equal(splitLinesKeep(old[prevOld:]))
+	return newText, b.finish()
+}
+
+// lineEndAfter returns the offset just past the line that holds the last
+// byte of old[start:end] (past its "\n", or len(old)).
+func lineEndAfter(old string, start, end int) int {
+	last := max(end-1, start)
+	if last >= len(old) {
+		return len(old)
+	}
+	if i := strings.IndexByte(old[last:], '\n'); i >= 0 {
+		return last + i + 1
+	}
+	return len(old)
+}
+
+// opBuilder accumulates diff ops, merging neighbours of one kind and
+// putting every removal of a change block before its additions.
+type opBuilder struct {
+	ops      []diffOp
+	del, ins []string // the pending change block
+}
+
+func (b *opBuilder) flush() {
+	if len(b.del) > 0 {
+		b.ops = append(b.ops, diffOp{kind: '-', lines: b.del})
+	}
+	if len(b.ins) > 0 {
+		b.ops = append(b.ops, diffOp{kind: '+', lines: b.ins})
+	}
+	b.del, b.ins = nil, nil
+}
+
+func (b *opBuilder) equal(lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	b.flush()
+	if n := len(b.ops); n > 0 && b.ops[n-1].kind == ' ' {
+		b.ops[n-1].lines = append(b.ops[n-1].lines[:len(b.ops[n-1].lines):len(b.ops[n-1].lines)], lines...)
+		return
+	}
+	b.ops = append(b.ops, diffOp{kind: ' ', lines: lines})
+}
+
+func (b *opBuilder) remove(lines ...string) { b.del = append(b.del, lines...) }
+func (b *opBuilder) add(lines ...string)    { b.ins = append(b.ins, lines...) }
+
+func (b *opBuilder) finish() []diffOp {
+	b.flush()
+	return b.ops
+}
+
+// diff appends the Myers diff of a and b.
+func (b *opBuilder) diff(a, c []string) {
+	// Common prefix and suffix are equal lines whatever the middle does.
+	p := 0
+	for p < len(a) && p < len(c) && a[p] == c[p] {
+		p++
+	}
+	s := 0
+	for s < len(a)-p && s < len(c)-p && a[len(a)-1-s] == c[len(c)-1-s] {
+		s++
+	}
+	b.equal(a[:p])
+	myers(b, a[p:len(a)-s], c[p:len(c)-s])
+	b.equal(a[len(a)-s:])
+}
+
+// myers appends the shortest edit script from a to c (Myers 1986, forward
+// greedy with a saved trace). On equal-length alternatives it prefers a
+// deletion, as jsdiff does.
+func myers(b *opBuilder, a, c []string) {
+	n, m := len(a), len(c)
+	if n == 0 || m == 0 {
+		b.remove(a...)
+		b.add(c...)
+		return
+	}
+	maxD := min(n+m, myersMaxCost)
+	off := maxD + 1
+	v := make([]int32, 2*maxD+3) // v[k+off] = furthest x on diagonal k = x-y
+	var trace [][]int32          // trace[d] = v[-d..d] before step d
+	work := 0
+	for d := 0; d <= maxD; d++ {
+		trace = append(trace, append([]int32(nil), v[off-d:off+d+1]...))
+		for k := -d; k <= d; k += 2 {
+			var x int
+			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
+				x = int(v[off+k+1]) // down: insert c[y-1]
+			} else {
+				x = int(v[off+k-1]) + 1 // right: delete a[x-1]
+			}
+			y := x - k
+			for x < n && y < m && a[x] == c[y] {
+				x, y = x+1, y+1
+				work++
+			}
+			v[off+k] = int32(x)
+			if x >= n && y >= m {
+				myersBacktrack(b, a, c, trace, d, k)
+				return
+			}
+		}
+		work += d + 1
+		if work > myersMaxWork {
+			break
+		}
+	}
+	b.remove(a...)
+	b.add(c...)
+}
+
+// myersBacktrack walks the trace from (len(a), len(c)) on diagonal k back
+// to (0, 0), replaying the forward choices, and appends the script in
+// forward order.
+func myersBacktrack(b *opBuilder, a, c []string, trace [][]int32, d, k int) {
+	type step struct {
+		kind  byte // '-' deletes a[src], '+' inserts c[src]; 0 for d == 0
+		src   int
+		snake int // equal lines after the move, starting at a[x]
+		x     int
+	}
+	steps := make([]step, d+1)
+	x := len(a)
+	for dd := d; dd > 0; dd-- {
+		vd := trace[dd] // v[-dd..dd] as step dd found it
+		at := func(kk int) int { return int(vd[kk+dd]) }
+		var st step
+		if k == -dd || (k != dd && at(k-1) < at(k+1)) {
+			k++
+			px := at(k)
+			st = step{kind: '+', src: px - k, x: px}
+		} else {
+			k--
+			px := at(k)
+			st = step{kind: '-', src: px, x: px + 1}
+		}
+		st.snake = x - st.x
+		steps[dd] = st
+		x = at(k)
+	}
+	steps[0] = step{snake: x}
+	for _, st := range steps {
+		switch st.kind {
+		case '+':
+			b.add(c[st.src])
+		case '-':
+			b.remove(a[st.src])
+		}
+		if st.snake > 0 {
+			b.equal(a[st.x : st.x+st.snake])
+		}
+	}
+}
+
+// displayDiff is pi's generateDiffString: changed lines as "+<n> text" and
+// "-<n> text", context as " <n> text", numbers right-aligned to the width
+// of the larger line count (counted as split("\n") does), at most
+// diffContext lines of context around each change and " <pad> ..." where
+// context is elided. Additions carry new-file numbers, removals and
+// context old-file numbers. firstChanged is the new-file line number of
+// the first change, 0 when there is none.
+func displayDiff(oldText, newText string, ops []diffOp) (diff string, firstChanged int) {
+	maxLines := max(strings.Count(oldText, "\n"), strings.Count(newText, "\n")) + 1
+	width := len(strconv.Itoa(maxLines))
+	pad := func(n int) string {
+		s := strconv.Itoa(n)
+		return strings.Repeat(" ", max(0, width-len(s))) + s
+	}
+	ellipsis := " " + strings.Repeat(" ", width) + " ..."
+	var out []string
+	oldNum, newNum := 1, 1
+	context := func(lines []string) {
+		for _, l := range lines {
+			out = append(out, " "+pad(oldNum)+" "+strings.TrimSuffix(l, "\n"))
+			oldNum++
+			newNum++
+		}
+	}
+	skip := func(n int) {
+		out = append(out, ellipsis)
+		oldNum += n
+		newNum += n
+	}
+	lastWasChange := false
+	for i, op := range ops {
+		if op.kind != ' ' {
+			if firstChanged == 0 {
+				firstChanged = newNum
+			}
+			for _, l := range op.lines {
+				if op.kind == '+' {
+					out = append(out, "+"+pad(newNum)+" "+strings.TrimSuffix(l, "\n"))
+					newNum++
+				} else {
+					out = append(out, "-"+pad(oldNum)+" "+strings.TrimSuffix(l, "\n"))
+					oldNum++
+				}
+			}
+			lastWasChange = true
+			continue
+		}
+		lines := op.lines
+		nextIsChange := i+1 < len(ops)
+		switch {
+		case lastWasChange && nextIsChange:
+			if len(lines) > 2*diffContext {
+				context(lines[:diffContext])
+				skip(len(lines) - 2*diffContext)
+				context(lines[len(lines)-diffContext:])
+			} else {
+				context(lines)
+			}
+		case nextIsChange:
+			if len(lines) > diffContext {
+				skip(len(lines) - diffContext)
+				lines = lines[len(lines)-diffContext:]
+			}
+			context(lines)
+		case lastWasChange:
+			if len(lines) > diffContext {
+				context(lines[:diffContext])
+				skip(len(lines) - diffContext)
+			} else {
+				context(lines)
+			}
+		default:
+			oldNum += len(lines)
+			newNum += len(lines)
+		}
+		lastWasChange = false
+	}
+	return strings.Join(out, "\n"), firstChanged
+}
+
+// noNewlineMarker follows a hunk line that has no "\n" (a file's last line).
+const noNewlineMarker = `\ No newline at end of file`
+
+// unifiedPatch is jsdiff's createTwoFilesPatch(path, path, old, new,
+// undefined, undefined, {context: 4, headerOptions: FILE_HEADERS_ONLY}):
+// "--- path" and "+++ path" headers, then hunks "@@ -a,b +c,d @@" (counts
+// always written; a start is one lower when its count is 0), hunks merged
+// when at most 2*context equal lines separate two changes.
+func unifiedPatch(path string, ops []diffOp) string {
+	type line struct {
+		kind byte
+		text string
+	}
+	var all []line
+	for _, op := range ops {
+		for _, l := range op.lines {
+			all = append(all, line{op.kind, l})
+		}
+	}
+	var b strings.Builder
+	b.WriteString("--- " + path + "\n+++ " + path + "\n")
+
+	// Positions of every line in both files, to number hunks.
+	oldBefore := make([]int, len(all)+1)
+	newBefore := make([]int, len(all)+1)
+	for i, l := range all {
+		oldBefore[i+1], newBefore[i+1] = oldBefore[i], newBefore[i]
+		if l.kind != '+' {
+			oldBefore[i+1]++
+		}
+		if l.kind != '-' {
+			newBefore[i+1]++
+		}
+	}
+	for i := 0; i < len(all); {
+		if all[i].kind == ' ' {
+			i++
+			continue
+		}
+		start := max(0, i-diffContext)
+		end := i // exclusive end of the last change so far
+		for j := i; j < len(all); {
+			if all[j].kind != ' ' {
+				j++
+				end = j
+				continue
+			}
+			k := j
+			for k < len(all) && all[k].kind == ' ' {
+				k++
+			}
+			if k == len(all) || k-j > 2*diffContext {
+				break
+			}
+			j = k
+		}
+		stop := min(len(all), end+diffContext)
+		oldStart, oldLines := oldBefore[start]+1, oldBefore[stop]-oldBefore[start]
+		newStart, newLines := newBefore[start]+1, newBefore[stop]-newBefore[start]
+		if oldLines == 0 {
+			oldStart--
+		}
+		if newLines == 0 {
+			newStart--
+		}
+		b.WriteString("@@ -" + strconv.Itoa(oldStart) + "," + strconv.Itoa(oldLines) +
+			" +" + strconv.Itoa(newStart) + "," + strconv.Itoa(newLines) + " @@\n")
+		for _, l := range all[start:stop] {
+			b.WriteByte(l.kind)
+			if text, ok := strings.CutSuffix(l.text, "\n"); ok {
+				b.WriteString(text + "\n")
+			} else {
+				b.WriteString(text + "\n" + noNewlineMarker + "\n")
+			}
+		}
+		i = stop
+	}
+	return b.String()
+}
