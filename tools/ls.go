@@ -1,0 +1,166 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"golang.org/x/text/collate"
+	"golang.org/x/text/language"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the line limit
+// grep, find and ls pass to truncateHead (bytes only).
+const maxSafeInteger = 1<<53 - 1
+
+type lsTool struct {
+	ops opsapi.LsOperations
+	env *toolEnv
+}
+
+func newLsTool(ops opsapi.LsOperations, env *toolEnv) Tool {
+	return &lsTool{ops: ops, env: env}
+}
+
+func (t *lsTool) Definition() Definition { return definitionOf("ls") }
+
+type lsArgs struct {
+	Path  string   `json:"path"`
+	Limit *float64 `json:"limit"`
+}
+
+type lsDetails struct {
+	Truncation        *TruncationResult `json:"truncation,omitempty"`
+	EntryLimitReached int               `json:"entryLimitReached,omitempty"`
+}
+
+// effectiveLimit is pi 1.6.0's max(1, floor(limit ?? def)).
+func effectiveLimit(limit *float64, def int) int {
+	if limit == nil {
+		return def
+	}
+	f := math.Floor(*limit)
+	if math.IsNaN(f) || f < 1 {
+		return 1
+	}
+	if f > maxSafeInteger {
+		return maxSafeInteger
+	}
+	return int(f)
+}
+
+// pathMissing reports whether a Stat error means pi's exists() would have
+// answered false: the path is missing or cannot be reached.
+func pathMissing(err error) bool {
+	for _, k := range []error{opsapi.ErrNotExist, opsapi.ErrNotDir, opsapi.ErrPermission, opsapi.ErrInvalid, opsapi.ErrDenied} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *lsTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc) (Result, error) {
+	var args lsArgs
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return Result{}, err
+	}
+	if err := checkAbort(ctx); err != nil {
+		return Result{}, err
+	}
+	p := args.Path
+	if p == "" {
+		p = "."
+	}
+	dirPath := t.env.resolve(p)
+	limit := effectiveLimit(args.Limit, 500)
+
+	fi, err := t.ops.Stat(ctx, dirPath)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, errAborted
+		}
+		if pathMissing(err) {
+			return Result{}, fmt.Errorf("Path not found: %s", dirPath)
+		}
+		return Result{}, err
+	}
+	if !fi.IsDir() {
+		return Result{}, fmt.Errorf("Not a directory: %s", dirPath)
+	}
+	entries, err := t.ops.ReadDir(ctx, dirPath)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, errAborted
+		}
+		return Result{}, fmt.Errorf("Cannot read directory: %s", nodeErr(err, "scandir", dirPath).Error())
+	}
+	sortEntries(entries)
+
+	var results []string
+	limitReached := false
+	for _, e := range entries {
+		if len(results) >= limit {
+			limitReached = true
+			break
+		}
+		// pi stats each entry and skips those whose stat throws (a
+		// dangling or escaping link); ReadDir already followed links.
+		if e.Type == opsapi.TypeSymlink {
+			continue
+		}
+		name := e.Name
+		if e.IsDir() {
+			name += "/"
+		}
+		results = append(results, name)
+	}
+	if err := checkAbort(ctx); err != nil {
+		return Result{}, err
+	}
+	if len(results) == 0 {
+		return Result{Content: []Content{TextContent("(empty directory)")}}, nil
+	}
+
+	tr := TruncateHead(strings.Join(results, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
+	output := tr.Content
+	var details lsDetails
+	var notices []string
+	if limitReached {
+		notices = append(notices, fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, limit*2))
+		details.EntryLimitReached = limit
+	}
+	if tr.Truncated {
+		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")
+		details.Truncation = &tr
+	}
+	res := Result{}
+	if len(notices) > 0 {
+		output += "\n\n[" + strings.Join(notices, ". ") + "]"
+		res.Details = details
+	}
+	res.Content = []Content{TextContent(output)}
+	return res, nil
+}
+
+// sortEntries orders names as pi does with
+// a.toLowerCase().localeCompare(b.toLowerCase()): lower-cased, then compared
+// by the Unicode collation (x/text/collate, English, which is what
+// Node's ICU uses by default), with a byte comparison breaking ties so the
+// order is total.
+func sortEntries(entries []opsapi.FileInfo) {
+	col := collate.New(language.English)
+	sort.SliceStable(entries, func(i, j int) bool {
+		a, b := strings.ToLower(entries[i].Name), strings.ToLower(entries[j].Name)
+		if c := col.CompareString(a, b); c != 0 {
+			return c < 0
+		}
+		return entries[i].Name < entries[j].Name
+	})
+}

@@ -1,0 +1,308 @@
+package tools
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+type readTool struct {
+	ops opsapi.ReadOperations
+	env *toolEnv
+}
+
+func newReadTool(ops opsapi.ReadOperations, env *toolEnv) Tool { return &readTool{ops: ops, env: env} }
+
+func (t *readTool) Definition() Definition { return definitionOf("read") }
+
+type readArgs struct {
+	Path   string   `json:"path"`
+	Offset *float64 `json:"offset"`
+	Limit  *float64 `json:"limit"`
+}
+
+type readDetails struct {
+	Truncation *TruncationResult `json:"truncation,omitempty"`
+}
+
+// sniffLen is how much of a file read looks at to tell an image.
+const sniffLen = 4100
+
+// Execute reads a text file or an image as pi 1.6.0 does: the path is
+// resolved with pi's variant probing (done through the workspace), text is
+// streamed so only the lines shown are kept in memory, and images are
+// recognised by content, converted (BMP) and shrunk to pi's inline limits.
+func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc) (Result, error) {
+	var args readArgs
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return Result{}, err
+	}
+	if err := checkAbort(ctx); err != nil {
+		return Result{}, err
+	}
+	abs := t.env.resolveRead(ctx, t.ops, args.Path)
+	if err := checkAbort(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := t.ops.Access(ctx, abs, opsapi.AccessRead); err != nil {
+		return Result{}, abortOr(ctx, nodeErr(err, "access", abs))
+	}
+	rc, err := t.ops.Open(ctx, abs)
+	if err != nil {
+		if errors.Is(err, opsapi.ErrIsDir) { // Node: readFile on a directory fails in read(2)
+			return Result{}, abortOr(ctx, nodeErr(err, "read", ""))
+		}
+		return Result{}, abortOr(ctx, nodeErr(err, "open", abs))
+	}
+	defer rc.Close()
+
+	br := bufio.NewReaderSize(rc, 64<<10)
+	head, err := br.Peek(sniffLen)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return Result{}, t.readErr(ctx, err)
+	}
+	if mime := detectImageMIME(head); mime != "" {
+		t.env.logger.Debug("read image", "path", abs, "mime", mime)
+		return t.readImage(ctx, br, mime)
+	}
+	return t.readText(ctx, br, args)
+}
+
+// readErr renders a failure while reading as Node's read(2) error, which
+// names no path (e.g. "EISDIR: illegal operation on a directory, read").
+func (t *readTool) readErr(ctx context.Context, err error) error {
+	return abortOr(ctx, nodeErr(err, "read", ""))
+}
+
+// readText streams the file line by line (split on "\n", CRs kept),
+// keeping only what the output can show.
+func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs) (Result, error) {
+	startLine := 0
+	if args.Offset != nil && *args.Offset != 0 && !math.IsNaN(*args.Offset) { // JS: offset ? max(0, offset-1) : 0
+		startLine = int(math.Max(0, math.Min(math.Floor(*args.Offset)-1, math.MaxInt32)))
+	}
+	endLine := math.MaxInt // exclusive; lines past it are only counted
+	hasLimit := args.Limit != nil
+	if hasLimit {
+		l := math.Floor(*args.Limit)
+		if math.IsNaN(l) {
+			l = 0
+		}
+		endLine = int(math.Max(math.Min(float64(startLine)+l, math.MaxInt32), math.MinInt32))
+	}
+
+	col := newHeadCollector(TruncationOptions{})
+	total := 0
+	var firstLen int // decoded bytes of lines[startLine]
+	err := scanLines(r, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
+		i := total
+		total++
+		if i < startLine || i >= endLine {
+			return
+		}
+		line, n := decodeLine(prefix, rawLen, complete)
+		if i == startLine {
+			firstLen = n
+		}
+		col.add(line, n, complete)
+	})
+	if err != nil {
+		return Result{}, t.readErr(ctx, err)
+	}
+	if err := checkAbort(ctx); err != nil {
+		return Result{}, err
+	}
+
+	offsetShown := 0
+	if args.Offset != nil {
+		offsetShown = int(math.Floor(*args.Offset))
+	}
+	if startLine >= total {
+		return Result{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", offsetShown, total)
+	}
+	userLimited := 0
+	if hasLimit {
+		userLimited = min(endLine, total) - startLine
+	}
+
+	tr := col.result()
+	startDisplay := startLine + 1
+	var text string
+	var details any
+	switch {
+	case tr.FirstLineExceedsLimit:
+		text = fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
+			startDisplay, FormatSize(firstLen), FormatSize(DefaultMaxBytes), startDisplay, args.Path, DefaultMaxBytes)
+		details = readDetails{Truncation: &tr}
+	case tr.Truncated:
+		endDisplay := startDisplay + tr.OutputLines - 1
+		text = tr.Content
+		if tr.By() == "lines" {
+			text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d. Use offset=%d to continue.]",
+				startDisplay, endDisplay, total, endDisplay+1)
+		} else {
+			text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d (%s limit). Use offset=%d to continue.]",
+				startDisplay, endDisplay, total, FormatSize(DefaultMaxBytes), endDisplay+1)
+		}
+		details = readDetails{Truncation: &tr}
+	case hasLimit && startLine+userLimited < total:
+		next := startLine + userLimited
+		text = tr.Content + fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", total-next, next+1)
+	default:
+		text = tr.Content
+	}
+	return Result{Content: []Content{TextContent(text)}, Details: details}, nil
+}
+
+// scanLines calls fn for every line of r as String.split("\n") sees it
+// (so n newlines give n+1 lines, the last possibly empty), passing at most
+// keep bytes of the line, its full length, and whether the prefix is the
+// whole line. Memory stays bounded by keep whatever the line lengths.
+func scanLines(r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, complete bool)) error {
+	var buf []byte
+	rawLen := 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		end := len(chunk)
+		nl := end > 0 && chunk[end-1] == '\n'
+		if nl {
+			end--
+		}
+		if room := keep - len(buf); room > 0 {
+			buf = append(buf, chunk[:min(end, room)]...)
+		}
+		rawLen += end
+		switch {
+		case nl:
+			fn(buf, rawLen, rawLen == len(buf))
+			buf, rawLen = buf[:0], 0
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			fn(buf, rawLen, rawLen == len(buf))
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// decodeLine decodes a line as Node's UTF-8 decoder does (each invalid
+// byte becomes U+FFFD) and returns it with its decoded byte length. For a
+// line cut at the keep limit only the length matters (it cannot be shown):
+// the raw length is used.
+func decodeLine(prefix []byte, rawLen int, complete bool) (string, int) {
+	if !complete {
+		return "", rawLen
+	}
+	if utf8.Valid(prefix) {
+		s := string(prefix)
+		return s, len(s)
+	}
+	var b strings.Builder
+	for i := 0; i < len(prefix); {
+		r, size := utf8.DecodeRune(prefix[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.Write(prefix[i : i+size])
+		}
+		i += size
+	}
+	return b.String(), b.Len()
+}
+
+// headCollector computes TruncateHead(strings.Join(lines, "\n"), opts) for
+// a stream of lines while storing only the lines the result can contain.
+type headCollector struct {
+	opts      TruncationOptions
+	count     int // lines added
+	bytes     int // bytes of the joined lines
+	lastEmpty bool
+	firstLen  int
+	kept      []string
+	keptBytes int // bytes of strings.Join(kept, "\n")
+	keeping   bool
+}
+
+func newHeadCollector(opts TruncationOptions) *headCollector {
+	return &headCollector{opts: opts.withDefaults(), keeping: true}
+}
+
+// add appends a line of n bytes; line holds its text when complete.
+func (c *headCollector) add(line string, n int, complete bool) {
+	if c.count == 0 {
+		c.firstLen = n
+	} else {
+		c.bytes++
+	}
+	c.bytes += n
+	c.count++
+	c.lastEmpty = n == 0
+	if !c.keeping {
+		return
+	}
+	cost := n
+	if len(c.kept) > 0 {
+		cost++
+	}
+	if !complete || len(c.kept) > c.opts.MaxLines || c.keptBytes+cost > c.opts.MaxBytes {
+		c.keeping = false
+		return
+	}
+	c.kept = append(c.kept, line)
+	c.keptBytes += cost
+}
+
+func (c *headCollector) result() TruncationResult {
+	lines := c.count // splitLines: "" is no line, a trailing "\n" adds none
+	if c.count > 0 && c.lastEmpty {
+		lines--
+	}
+	r := TruncationResult{
+		TotalLines: lines, TotalBytes: c.bytes,
+		MaxLines: c.opts.MaxLines, MaxBytes: c.opts.MaxBytes,
+	}
+	if lines <= c.opts.MaxLines && c.bytes <= c.opts.MaxBytes {
+		// Everything fits, so everything was kept.
+		r.Content = strings.Join(c.kept, "\n")
+		r.OutputLines, r.OutputBytes = lines, len(r.Content)
+		return r
+	}
+	r.Truncated = true
+	if c.firstLen > c.opts.MaxBytes {
+		r.TruncatedBy, r.FirstLineExceedsLimit = &byBytes, true
+		return r
+	}
+	n, size := 0, 0
+	for n < lines && n < c.opts.MaxLines {
+		if n >= len(c.kept) { // not kept: it did not fit the byte budget
+			r.TruncatedBy = &byBytes
+			break
+		}
+		cost := len(c.kept[n])
+		if n > 0 {
+			cost++
+		}
+		if size+cost > c.opts.MaxBytes {
+			r.TruncatedBy = &byBytes
+			break
+		}
+		size += cost
+		n++
+	}
+	if r.TruncatedBy == nil {
+		r.TruncatedBy = &byLines
+	}
+	r.Content = strings.Join(c.kept[:n], "\n")
+	r.OutputLines, r.OutputBytes = n, len(r.Content)
+	return r
+}

@@ -1,0 +1,190 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// errAborted is pi's text for every tool interrupted by its abort signal.
+var errAborted = errors.New("Operation aborted")
+
+// checkAbort returns errAborted once ctx has ended, nil before.
+func checkAbort(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errAborted
+	}
+	return nil
+}
+
+// toolEnv is what every tool of one Toolbox shares.
+type toolEnv struct {
+	root   string // workspace root, also what "~" expands to
+	cwd    string // absolute directory relative paths resolve against
+	logger *slog.Logger
+	opts   Options
+	queue  *MutationQueue // per-workspace write/edit serialization
+	ws     opsapi.Workspace
+}
+
+// Toolbox holds the tools one workspace supports.
+type Toolbox struct {
+	env   *toolEnv
+	tools map[string]Tool
+	order []string
+}
+
+// New builds the tools that ws supports: each tool is registered only when
+// ws implements that tool's opsapi interface.
+func New(ws opsapi.Workspace, opts Options) *Toolbox {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	root := ws.Root()
+	cwd := root
+	if opts.Cwd != "" {
+		cwd = opsapi.Resolve(root, opts.Cwd)
+	}
+	resolver, _ := ws.(opsapi.Resolver)
+	env := &toolEnv{
+		root:   root,
+		cwd:    cwd,
+		logger: logger,
+		opts:   opts,
+		queue:  NewMutationQueue(resolver),
+		ws:     ws,
+	}
+	tb := &Toolbox{env: env, tools: map[string]Tool{}}
+	add := func(name string, t Tool) {
+		tb.tools[name] = t
+		tb.order = append(tb.order, name)
+	}
+	// pi's order: read, bash, edit, write, grep, find, ls.
+	if ops, ok := ws.(opsapi.ReadOperations); ok {
+		add("read", newReadTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.BashOperations); ok {
+		add("bash", newBashTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.EditOperations); ok {
+		add("edit", newEditTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.WriteOperations); ok {
+		add("write", newWriteTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.GrepOperations); ok {
+		add("grep", newGrepTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.FindOperations); ok {
+		add("find", newFindTool(ops, env))
+	}
+	if ops, ok := ws.(opsapi.LsOperations); ok {
+		add("ls", newLsTool(ops, env))
+	}
+	return tb
+}
+
+// Tool returns the named tool when the workspace supports it.
+func (tb *Toolbox) Tool(name string) (Tool, bool) {
+	t, ok := tb.tools[name]
+	return t, ok
+}
+
+// Definitions declares the tools this workspace supports, in pi's order.
+func (tb *Toolbox) Definitions() []Definition {
+	defs := make([]Definition, 0, len(tb.order))
+	for _, name := range tb.order {
+		defs = append(defs, tb.tools[name].Definition())
+	}
+	return defs
+}
+
+// Call runs one tool call as pi's agent loop does: an unknown tool, invalid
+// arguments, a returned error and even a panic all become isError results,
+// never Go errors.
+func (tb *Toolbox) Call(ctx context.Context, name string, args json.RawMessage, onUpdate UpdateFunc) (res Result) {
+	t, ok := tb.tools[name]
+	if !ok {
+		return ErrorResult(fmt.Sprintf("Tool %s not found", name))
+	}
+	log := tb.env.logger.With("tool", name)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("tool panicked", "panic", r, "stack", string(debug.Stack()))
+			res = ErrorResult(fmt.Sprintf("Tool %s failed: internal error: %v", name, r))
+		}
+	}()
+
+	value, order := decodeArgs(args)
+	if p, ok := t.(Preparer); ok {
+		value = p.PrepareArguments(value)
+	}
+	def := t.Definition()
+	validated, err := validateArguments(name, def.Parameters, value, order)
+	if err != nil {
+		log.Debug("invalid arguments", "err", err)
+		return ErrorResult(err.Error())
+	}
+	raw, err := json.Marshal(validated)
+	if err != nil { // cannot happen for values decoded from JSON
+		return ErrorResult(err.Error())
+	}
+
+	up := guardUpdates(onUpdate)
+	res, err = t.Execute(ctx, raw, up.send)
+	up.close()
+	if err != nil {
+		log.Debug("tool failed", "err", err)
+		return ErrorResult(err.Error())
+	}
+	if res.Content == nil {
+		res.Content = []Content{}
+	}
+	return res
+}
+
+// updateGuard enforces UpdateFunc's contract for the host even when a tool
+// leaks a goroutine: updates are serial and none arrives after Execute.
+type updateGuard struct {
+	mu   sync.Mutex
+	fn   UpdateFunc
+	done bool
+}
+
+func guardUpdates(fn UpdateFunc) *updateGuard { return &updateGuard{fn: fn} }
+
+func (g *updateGuard) send(r Result) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done || g.fn == nil {
+		return
+	}
+	g.fn(r)
+}
+
+func (g *updateGuard) close() {
+	g.mu.Lock()
+	g.done = true
+	g.mu.Unlock()
+}
+
+// Names lists the seven tools in pi's order.
+func Names() []string {
+	return []string{"read", "bash", "edit", "write", "grep", "find", "ls"}
+}
+
+// Definitions declares all seven tools, whatever a workspace supports.
+func Definitions() []Definition {
+	defs := make([]Definition, 0, 7)
+	for _, n := range Names() {
+		defs = append(defs, definitionOf(n))
+	}
+	return defs
+}
