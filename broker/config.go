@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults used where a Config field is zero.
+const (
+	DefaultAddr              = "127.0.0.1:8722"
+	DefaultBackend           = "local"
+	DefaultMaxJSONBody       = 1 << 20   // 1 MiB
+	DefaultMaxToolBody       = 16 << 20  // 16 MiB: a write tool call carries a whole file
+	DefaultMaxUploadBytes    = 256 << 20 // 256 MiB
+	DefaultMaxHeaderBytes    = 64 << 10  // 64 KiB
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyReadTimeout   = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultShutdownGrace     = 10 * time.Second
+	DefaultMaxBatchCalls     = 128
+)
+
+// Config configures a Server. The zero value of every field means its
+// default; Tokens has none and must hold at least one token.
+type Config struct {
+	// Addr is the listen address of ListenAndServe.
+	Addr string
+	// Tokens are the accepted bearer tokens. Only their SHA-256 hashes are
+	// kept; they are never logged.
+	Tokens []string
+	// DefaultBackend names the backend of a workspace created without one.
+	DefaultBackend string
+	// MaxJSONBody bounds JSON request bodies (workspace, glob, search,
+	// exec, batch bodies get 413 past it, before being buffered).
+	MaxJSONBody int64
+	// MaxToolBody bounds the body of a single tool call and of a batch,
+	// whose arguments may carry a whole file for the write tool.
+	MaxToolBody int64
+	// MaxUploadBytes bounds a PUT /files body; past it the upload fails
+	// with 413 and the old file stays.
+	MaxUploadBytes int64
+	// MaxHeaderBytes bounds request headers (431 past it).
+	MaxHeaderBytes int
+	// ReadHeaderTimeout closes connections whose headers are too slow
+	// (slowloris).
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout bounds the time to read a JSON body.
+	BodyReadTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout time.Duration
+	// ShutdownGrace is how long Serve lets in-flight requests finish after
+	// its context ends; running commands are killed at once.
+	ShutdownGrace time.Duration
+	// MaxBatchCalls bounds the calls of one batch.
+	MaxBatchCalls int
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.DefaultBackend == "" {
+		c.DefaultBackend = DefaultBackend
+	}
+	if c.MaxJSONBody == 0 {
+		c.MaxJSONBody = DefaultMaxJSONBody
+	}
+	if c.MaxToolBody == 0 {
+		c.MaxToolBody = DefaultMaxToolBody
+	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxBatchCalls == 0 {
+		c.MaxBatchCalls = DefaultMaxBatchCalls
+	}
+	return c
+}
+
+// Validate reports the first unusable field (after defaults apply).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if len(c.Tokens) == 0 {
+		return errors.New("broker: at least one bearer token is required")
+	}
+	for i, t := range c.Tokens {
+		if t == "" {
+			return fmt.Errorf("broker: token %d is empty", i)
+		}
+	}
+	switch {
+	case c.MaxJSONBody < 0, c.MaxToolBody < 0, c.MaxUploadBytes < 0:
+		return errors.New("broker: body limits must be positive")
+	case c.MaxHeaderBytes < 0:
+		return errors.New("broker: MaxHeaderBytes must be positive")
+	case c.ReadHeaderTimeout < 0, c.BodyReadTimeout < 0, c.IdleTimeout < 0, c.ShutdownGrace < 0:
+		return errors.New("broker: timeouts must be positive")
+	case c.MaxBatchCalls < 0:
+		return errors.New("broker: MaxBatchCalls must be positive")
+	}
+	return nil
+}

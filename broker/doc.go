@@ -1,0 +1,48 @@
+// Package broker is the HTTP service: it owns the workspaces of its
+// backends and serves the seven tools and the raw operations over /v1.
+//
+// # Overview
+//
+// New builds a Server over a set of opsapi.Backend values keyed by name.
+// Handler returns the chi router with the one middleware stack (request id,
+// request log, metrics, panic recovery), bearer authentication on /v1, and
+// one sub-router per resource: workspaces, tools, and operations. Serve and
+// ListenAndServe run it under an http.Server with ReadHeaderTimeout and
+// header limits, and shut down gracefully when their context ends.
+//
+// The wire contract (routes, bodies, status codes, problem codes) is
+// docs/api.md; the embedded OpenAPI 3.1 document (OpenAPI, served at
+// /v1/openapi.json) describes the same routes and a test holds it equal to
+// the router.
+//
+// # Errors
+//
+// Every error response is an RFC 9457 problem with a stable code. Handlers
+// never choose a status: ToHTTP maps the opsapi kinds and the broker's own
+// kinds (ErrUnauthorized, ErrNotFound, ErrMethodNotAllowed,
+// ErrUnsupportedMediaType, ErrBadRequest) in one place. Request bodies are
+// size-limited before they are read (413), JSON bodies must be one JSON
+// value without unknown fields or duplicate keys (400 with the field and
+// offset), and a value no backend could take (a NUL byte in a path, an
+// empty command, a negative timeout) is opsapi.ErrInvalid, so a Go client
+// sees the same kind as in-process.
+//
+// # Commands and shutdown
+//
+// Exec calls and bash tool calls are tracked: a client that disconnects
+// cancels its command (the backend kills the whole tree), DELETE of a
+// workspace cancels the workspace's commands before destroying it, and
+// Shutdown cancels all of them and waits. Workspaces outlive the process;
+// backends that implement opsapi.Rediscoverer hand them back at New.
+//
+// # Example
+//
+//	srv, err := broker.New(broker.Config{Tokens: []string{token}},
+//		map[string]opsapi.Backend{"local": localBackend}, logger)
+//	if err != nil {
+//		return err
+//	}
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	return srv.ListenAndServe(ctx)
+package broker

@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds the broker's Prometheus collectors, in a registry of its
+// own so that several servers (tests) never collide on a global one.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	running    prometheus.Gauge
+	workspaces *prometheus.GaugeVec
+	bytesIn    *prometheus.CounterVec
+	bytesOut   *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsbroker_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wsbroker_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern and method, until the handler returns.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "method"}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wsbroker_running_commands",
+			Help: "Commands running now (exec calls and bash tool calls).",
+		}),
+		workspaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wsbroker_workspaces",
+			Help: "Workspaces the broker knows, by backend.",
+		}, []string{"backend"}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsbroker_bytes_in_total",
+			Help: "Request body bytes read on workspace routes, by backend.",
+		}, []string{"backend"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsbroker_bytes_out_total",
+			Help: "Response body bytes written on workspace routes, by backend.",
+		}, []string{"backend"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.running, m.workspaces, m.bytesIn, m.bytesOut,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// instrument counts every request by its route pattern (never the raw
+// path, whose workspace ids would make the label set unbounded).
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww, ok := w.(middleware.WrapResponseWriter)
+		if !ok {
+			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		}
+		defer func() {
+			route := routePattern(r)
+			code := ww.Status()
+			if code == 0 {
+				code = http.StatusOK
+			}
+			m.requests.WithLabelValues(route, r.Method, strconv.Itoa(code)).Inc()
+			m.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// routePattern is the matched chi pattern, or "unmatched".
+func routePattern(r *http.Request) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return "unmatched"
+	}
+	p := rctx.RoutePattern()
+	if p == "" || p == "/*" {
+		return "unmatched"
+	}
+	return p
+}

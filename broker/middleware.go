@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// logRequests logs one structured record per request, with the request id.
+// It logs the path but never the query string (a client may have put a
+// token there) nor any header.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww, ok := w.(middleware.WrapResponseWriter)
+		if !ok {
+			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		}
+		id := middleware.GetReqID(r.Context())
+		ww.Header().Set("X-Request-Id", id)
+		defer func() {
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.logger.LogAttrs(r.Context(), levelFor(status), "request",
+				slog.String("request_id", id),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", routePattern(r)),
+				slog.Int("status", status),
+				slog.Int("bytes", ww.BytesWritten()),
+				slog.Duration("duration", time.Since(start)),
+				slog.String("remote", r.RemoteAddr),
+			)
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// recoverer turns a handler panic into a 500 problem and a logged stack;
+// http.ErrAbortHandler (a deliberately broken stream) passes through.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared by identity, as net/http does
+				panic(v)
+			}
+			s.logger.Error("handler panic", "request_id", middleware.GetReqID(r.Context()),
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if r.Header.Get("Connection") != "Upgrade" {
+				writeProblem(w, r, s.logger, fmt.Errorf("internal error (request %s)", middleware.GetReqID(r.Context())))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate requires a known bearer token in the Authorization header.
+// Every configured token is compared, in constant time over SHA-256
+// hashes, so neither the match nor the token's length leaks through
+// timing. A token in the query string is refused outright: URLs end up in
+// logs and browser histories.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Has("access_token") || q.Has("token") {
+			s.unauthorized(w, r, "bearer tokens are not accepted in the query string; use the Authorization header")
+			return
+		}
+		h := r.Header.Get("Authorization")
+		if h == "" {
+			s.unauthorized(w, r, "missing Authorization header")
+			return
+		}
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+			s.unauthorized(w, r, "the Authorization header must be \"Bearer <token>\"")
+			return
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		match := 0
+		for i := range s.tokens {
+			match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
+		}
+		if match != 1 {
+			s.unauthorized(w, r, "invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="wsbroker"`)
+	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s", ErrUnauthorized, detail))
+}
+
+// limitBody answers 413 at once when the declared length exceeds n, and
+// otherwise caps the body at n bytes, so no handler ever buffers more.
+func (s *Server) limitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > n {
+				writeProblem(w, r, s.logger, fmt.Errorf("request body of %d bytes is larger than %d bytes: %w",
+					r.ContentLength, n, &http.MaxBytesError{Limit: n}))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// requireJSON refuses a body declared as anything but JSON with 415. A
+// body without a Content-Type is read as JSON.
+func (s *Server) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+				writeProblem(w, r, s.logger, fmt.Errorf("%w: Content-Type %q; this route takes application/json",
+					ErrUnsupportedMediaType, ct))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// notFound and methodNotAllowed answer unknown routes as problems.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, s.logger, fmt.Errorf("%w: no route %s %s", ErrNotFound, r.Method, r.URL.Path))
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	// A custom handler loses chi's Allow header; rebuild it from the tree.
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			w.Header().Add("Allow", m)
+		}
+	}
+	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s %s", ErrMethodNotAllowed, r.Method, r.URL.Path))
+}
+
+// levelFor logs server failures as errors and the rest as info.
+func levelFor(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,560 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// MaxExecTimeout is the largest exec timeout accepted, in seconds: the
+// largest delay a JavaScript timer (pi's host) can express, 2^31-1 ms.
+const MaxExecTimeout = 2147483.647
+
+// execChunk bounds the raw bytes of one output line, so that a line stays
+// under 64 KiB once base64-encoded (a bufio.Scanner's default limit).
+const execChunk = 32 << 10
+
+// opsResource serves the per-operation routes of one workspace.
+type opsResource struct{ s *Server }
+
+// Routes returns the operation routes: files, stat, realpath, dirs, glob,
+// search and exec.
+func (res opsResource) Routes() chi.Router {
+	s := res.s
+	r := chi.NewRouter()
+	r.Get("/files", res.getFile)
+	r.With(s.limitBody(s.cfg.MaxUploadBytes)).Put("/files", res.putFile)
+	r.Get("/stat", res.stat)
+	r.Get("/realpath", res.realpath)
+	r.Get("/dirs", res.readDir)
+	r.Post("/dirs", res.mkdir)
+	r.Group(func(r chi.Router) {
+		r.Use(s.limitBody(s.cfg.MaxJSONBody), s.requireJSON)
+		r.Post("/glob", res.glob)
+		r.Post("/search", res.search)
+		r.Post("/exec", res.exec)
+	})
+	return r
+}
+
+// pathParam returns the one "path" query parameter. A missing parameter
+// or a NUL byte is invalid; an empty value is passed on as it is.
+func pathParam(r *http.Request, op string) (string, error) {
+	vals, ok := r.URL.Query()["path"]
+	switch {
+	case !ok:
+		return "", invalid(op, "", "missing query parameter \"path\"")
+	case len(vals) > 1:
+		return "", invalid(op, "", "query parameter \"path\" given %d times", len(vals))
+	case strings.IndexByte(vals[0], 0) >= 0:
+		return "", invalid(op, "", "query parameter \"path\" contains a NUL byte")
+	}
+	return vals[0], nil
+}
+
+// unsupported is the error for an operation the workspace does not serve.
+func unsupported(wk *workspace, op string) error {
+	return fmt.Errorf("workspace %s (%s) does not serve %s: %w", wk.id, wk.backend, op, ErrNotFound)
+}
+
+func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "read")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	rd, ok := wk.ws.(opsapi.ReadOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "read"))
+		return
+	}
+	rc, err := rd.Open(r.Context(), p)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	defer rc.Close()
+	// Read the first chunk before committing to 200, so a failure that
+	// shows only on read (a directory on some backends) is still a problem.
+	buf := make([]byte, 32<<10)
+	n, err := io.ReadAtLeast(rc, buf, 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if n == 0 {
+		return
+	}
+	if _, err := w.Write(buf[:n]); err != nil {
+		return // the client left
+	}
+	if _, err := io.CopyBuffer(w, rc, buf); err != nil {
+		// The status is sent; breaking the stream is the only way to tell
+		// the client that what it got is incomplete.
+		s.logger.Warn("file stream broken", "request_id", middleware.GetReqID(r.Context()),
+			"workspace", wk.id, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// uploadBody remembers that the upload overflowed, whatever the backend
+// makes of the read error.
+type uploadBody struct {
+	r        io.Reader
+	overflow error
+}
+
+func (u *uploadBody) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	var maxBytes *http.MaxBytesError
+	if err != nil && errors.As(err, &maxBytes) {
+		u.overflow = err
+	}
+	return n, err
+}
+
+func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "write")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	mkdirs, err := boolParam(r, "mkdirs", "write")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	wo, ok := wk.ws.(opsapi.WriteOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "write"))
+		return
+	}
+	if mkdirs {
+		if err := wo.Mkdir(r.Context(), path.Dir(opsapi.Resolve(wk.ws.Root(), p))); err != nil {
+			writeProblem(w, r, s.logger, err)
+			return
+		}
+	}
+	body := &uploadBody{r: r.Body}
+	err = wo.WriteFile(r.Context(), p, body)
+	if body.overflow != nil {
+		err = fmt.Errorf("upload of %s is larger than %d bytes: %w", p, s.cfg.MaxUploadBytes, body.overflow)
+	}
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// boolParam parses an optional boolean query parameter: 1/true or 0/false.
+func boolParam(r *http.Request, name, op string) (bool, error) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, invalid(op, "", "query parameter %q must be 1, true, 0 or false, got %q", name, v)
+	}
+}
+
+// statter is what every Stat-bearing operations interface shares.
+type statter interface {
+	Stat(ctx context.Context, path string) (opsapi.FileInfo, error)
+}
+
+// StatResponse is opsapi.FileInfo plus the image type sniffed from the
+// file's first bytes.
+type StatResponse struct {
+	opsapi.FileInfo
+	MIME string `json:"mime,omitempty"`
+}
+
+func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "stat")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	st, ok := wk.ws.(statter)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "stat"))
+		return
+	}
+	rd, canRead := wk.ws.(opsapi.ReadOperations)
+	if a := r.URL.Query().Get("access"); a != "" {
+		var mode opsapi.AccessMode
+		switch a {
+		case "r":
+			mode = opsapi.AccessRead
+		case "w":
+			mode = opsapi.AccessWrite
+		case "rw":
+			mode = opsapi.AccessRead | opsapi.AccessWrite
+		default:
+			writeProblem(w, r, s.logger, invalid("stat", "", "query parameter \"access\" must be r, w or rw, got %q", a))
+			return
+		}
+		if !canRead {
+			writeProblem(w, r, s.logger, unsupported(wk, "access"))
+			return
+		}
+		if err := rd.Access(r.Context(), p, mode); err != nil {
+			writeProblem(w, r, s.logger, err)
+			return
+		}
+	}
+	fi, err := st.Stat(r.Context(), p)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	out := StatResponse{FileInfo: fi}
+	if canRead && fi.Type == opsapi.TypeFile && fi.Size > 0 {
+		out.MIME = sniffImage(r.Context(), rd, p)
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// sniffImage returns the image media type of path's first 512 bytes, or ""
+// when it is not an image or cannot be read.
+func sniffImage(ctx context.Context, rd opsapi.ReadOperations, p string) string {
+	rc, err := rd.Open(ctx, p)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(rc, head)
+	mt := http.DetectContentType(head[:n])
+	if strings.HasPrefix(mt, "image/") {
+		return mt
+	}
+	return ""
+}
+
+// RealPathResponse is the body of GET /realpath.
+type RealPathResponse struct {
+	Path string `json:"path"`
+}
+
+func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "realpath")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	rs, ok := wk.ws.(opsapi.Resolver)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "realpath"))
+		return
+	}
+	rp, err := rs.RealPath(r.Context(), p)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, RealPathResponse{Path: rp})
+}
+
+// DirList is the body of GET /dirs, sorted by name.
+type DirList struct {
+	Entries []opsapi.FileInfo `json:"entries"`
+}
+
+func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "readdir")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	ls, ok := wk.ws.(opsapi.LsOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "readdir"))
+		return
+	}
+	entries, err := ls.ReadDir(r.Context(), p)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if entries == nil {
+		entries = []opsapi.FileInfo{}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	writeJSON(w, r, http.StatusOK, DirList{Entries: entries})
+}
+
+func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	p, err := pathParam(r, "mkdir")
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	wo, ok := wk.ws.(opsapi.WriteOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "mkdir"))
+		return
+	}
+	if err := wo.Mkdir(r.Context(), p); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// noNUL refuses a NUL byte in a named field: no path or argument can
+// carry one, and a backend might cut the string there.
+func noNUL(op string, fields map[string]string) error {
+	for _, name := range sortedKeys(fields) {
+		if strings.IndexByte(fields[name], 0) >= 0 {
+			return invalid(op, "", "field %q contains a NUL byte", name)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (res opsResource) glob(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	data, err := s.readBody(w, r)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	var req opsapi.GlobRequest
+	if err := decodeStrict(data, &req); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	fields := map[string]string{"pattern": req.Pattern, "cwd": req.Dir}
+	for i, ig := range req.Ignore {
+		fields[fmt.Sprintf("ignore[%d]", i)] = ig
+	}
+	if err := noNUL("glob", fields); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	fo, ok := wk.ws.(opsapi.FindOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "glob"))
+		return
+	}
+	out, err := fo.Glob(r.Context(), req)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if out.Paths == nil {
+		out.Paths = []string{}
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	data, err := s.readBody(w, r)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	var req opsapi.SearchRequest
+	if err := decodeStrict(data, &req); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if err := noNUL("search", map[string]string{"pattern": req.Pattern, "path": req.Path, "glob": req.Glob}); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if req.Context < 0 {
+		writeProblem(w, r, s.logger, invalid("search", "", "field \"context\" must be >= 0, got %d", req.Context))
+		return
+	}
+	gr, ok := wk.ws.(opsapi.GrepOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "search"))
+		return
+	}
+	out, err := gr.Search(r.Context(), req)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if out.Lines == nil {
+		out.Lines = []opsapi.SearchLine{}
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// ExecRequest is the body of POST /exec.
+type ExecRequest struct {
+	Command string   `json:"command"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	// Timeout is in seconds; 0 or absent means none.
+	Timeout float64 `json:"timeout,omitempty"`
+}
+
+// toOps validates the request field by field and converts it.
+func (req ExecRequest) toOps() (opsapi.ExecRequest, error) {
+	fields := map[string]string{"command": req.Command, "cwd": req.Cwd}
+	for i, e := range req.Env {
+		fields[fmt.Sprintf("env[%d]", i)] = e
+	}
+	if err := noNUL("exec", fields); err != nil {
+		return opsapi.ExecRequest{}, err
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return opsapi.ExecRequest{}, invalid("exec", "", "field \"command\" is empty")
+	}
+	for i, e := range req.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return opsapi.ExecRequest{}, invalid("exec", "", "field \"env[%d]\" must be KEY=VALUE, got %q", i, e)
+		}
+	}
+	t := req.Timeout
+	if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || t > MaxExecTimeout {
+		return opsapi.ExecRequest{}, invalid("exec", "",
+			"field \"timeout\" must be a number of seconds from 0 to %v, got %v", MaxExecTimeout, t)
+	}
+	return opsapi.ExecRequest{
+		Command: req.Command,
+		Cwd:     req.Cwd,
+		Env:     req.Env,
+		Timeout: time.Duration(math.Round(t * float64(time.Second))),
+	}, nil
+}
+
+// ExecLine is one line of the exec stream: "output" with Data, "exit" with
+// the result's fields, or "error" with Code and Detail.
+type ExecLine struct {
+	Type string `json:"type"`
+	// Data is base64 of at most 32 KiB of raw output ("output" lines).
+	Data []byte `json:"data,omitempty"`
+	// Code and Detail describe a failure after the stream began ("error").
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ExecExit is the last line of a successful exec stream.
+type ExecExit struct {
+	Type string `json:"type"` // "exit"
+	opsapi.ExecResult
+}
+
+func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	data, err := s.readBody(w, r)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	var body ExecRequest
+	if err := decodeStrict(data, &body); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	req, err := body.toOps()
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	bo, ok := wk.ws.(opsapi.BashOperations)
+	if !ok {
+		writeProblem(w, r, s.logger, unsupported(wk, "exec"))
+		return
+	}
+	// The request context ends when the client disconnects, which cancels
+	// the command and so kills its whole tree.
+	ctx, end, err := s.startCommand(r.Context(), wk.id)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	defer end()
+	out := &execStream{w: w}
+	req.Output = out
+	result, err := bo.Exec(ctx, req)
+	if err != nil {
+		if !out.started {
+			writeProblem(w, r, s.logger, err)
+			return
+		}
+		_, code := ToHTTP(err)
+		out.line(ExecLine{Type: "error", Code: code, Detail: err.Error()})
+		return
+	}
+	out.line(ExecExit{Type: "exit", ExecResult: result})
+}
+
+// execStream turns the command's output into NDJSON lines. Headers go out
+// with the first line, so that a command that cannot start still gets a
+// problem response.
+type execStream struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	lw      *lineWriter
+	started bool
+}
+
+func (e *execStream) start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	h := e.w.Header()
+	h.Set("Content-Type", ndjson)
+	h.Set("X-Content-Type-Options", "nosniff")
+	e.w.WriteHeader(http.StatusOK)
+	e.lw = newLineWriter(e.w)
+}
+
+func (e *execStream) line(v any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.start()
+	e.lw.write(v)
+}
+
+// Write never fails: once the client is gone the request context kills the
+// command, and refusing its output meanwhile could only stall it.
+func (e *execStream) Write(p []byte) (int, error) {
+	for rest := p; len(rest) > 0; {
+		n := min(len(rest), execChunk)
+		e.line(ExecLine{Type: "output", Data: rest[:n]})
+		rest = rest[n:]
+	}
+	return len(p), nil
+}

@@ -1,0 +1,104 @@
+package broker
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// openAPI is the hand-written OpenAPI 3.1 document of every route; a test
+// walks the router and holds the two equal.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+// OpenAPI returns the broker's OpenAPI 3.1 document.
+func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
+
+// routes builds the one middleware stack and mounts the resources.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	s.mux = r
+	// Set before mounting: chi copies them into sub-routers at Mount.
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	// No middleware.RealIP: X-Forwarded-For and friends are spoofable, so
+	// logs show the peer address the connection really came from.
+	r.Use(middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer)
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", s.metrics.handler())
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Get("/openapi.json", s.openapi)
+		r.Get("/tools", s.listTools)
+		r.Mount("/workspaces", workspacesResource{s}.Routes())
+	})
+	return r
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// readinessChecker is an optional ability of a backend: report whether it
+// can serve now (e.g. the container engine answers).
+type readinessChecker interface {
+	Ready(ctx context.Context) error
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.isStopping() {
+		writeProblem(w, r, s.logger, errShuttingDown)
+		return
+	}
+	for name, b := range s.backends {
+		if rc, ok := b.(readinessChecker); ok {
+			if err := rc.Ready(r.Context()); err != nil {
+				writeProblem(w, r, s.logger, opsapi.E("readyz", "", opsapi.ErrUnavailable, fmt.Errorf("backend %s is not ready: %w", name, err)))
+				return
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ready\n")
+}
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPI)
+}
+
+// ToolList is the body of GET /v1/tools.
+type ToolList struct {
+	Tools []tools.Definition `json:"tools"`
+}
+
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, r, http.StatusOK, ToolList{Tools: tools.Definitions()})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, _ *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only a broken value type gets here; it is a programming error.
+		panic(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,222 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// ndjson is the media type of the streaming responses.
+const ndjson = "application/x-ndjson"
+
+// bashTool is the tool whose calls count as running commands.
+const bashTool = "bash"
+
+// toolsResource serves /v1/workspaces/{id}/tools.
+type toolsResource struct{ s *Server }
+
+// Routes returns the batch route and the single-call route.
+func (res toolsResource) Routes() chi.Router {
+	s := res.s
+	r := chi.NewRouter()
+	r.Use(s.limitBody(s.cfg.MaxToolBody), s.requireJSON)
+	r.Post("/", res.batch)
+	r.Post("/{name}", res.call)
+	return r
+}
+
+// StreamLine is one line of a streamed tool call.
+type StreamLine struct {
+	Type   string       `json:"type"` // "update" or "result"
+	Result tools.Result `json:"result"`
+}
+
+// call runs one tool. The body is the tool's arguments: anything that is
+// JSON goes to the tool, whose own validation turns bad arguments into an
+// isError result the model can read and retry; only a body that is not
+// JSON at all is a 400.
+func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
+	s := res.s
+	wk := workspaceFrom(r.Context())
+	name := chi.URLParam(r, "name")
+	if !hasTool(wk.toolbox.Definitions(), name) {
+		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.id, ErrNotFound))
+		return
+	}
+	args, err := s.readBody(w, r)
+	if err == nil {
+		err = checkJSON(args)
+	}
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	ctx := r.Context()
+	if name == bashTool {
+		var end func()
+		ctx, end, err = s.startCommand(ctx, wk.id)
+		if err != nil {
+			writeProblem(w, r, s.logger, err)
+			return
+		}
+		defer end()
+	}
+	if !acceptsNDJSON(r) {
+		writeJSON(w, r, http.StatusOK, wk.toolbox.Call(ctx, name, args, nil))
+		return
+	}
+	// Streaming: updates go out as they come, each line flushed.
+	w.Header().Set("Content-Type", ndjson)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	lw := newLineWriter(w)
+	result := wk.toolbox.Call(ctx, name, args, func(u tools.Result) {
+		lw.write(StreamLine{Type: "update", Result: u})
+	})
+	lw.write(StreamLine{Type: "result", Result: result})
+}
+
+func hasTool(defs []tools.Definition, name string) bool {
+	for _, d := range defs {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsNDJSON reports whether the client asked for the streaming form.
+func acceptsNDJSON(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == ndjson {
+			return true
+		}
+	}
+	return false
+}
+
+// BatchRequest is the body of POST /v1/workspaces/{id}/tools.
+type BatchRequest struct {
+	Calls []BatchCall `json:"calls"`
+	// Mode is "parallel" (the default, as in pi) or "sequential".
+	Mode string `json:"mode,omitempty"`
+}
+
+// BatchCall is one call of a batch.
+type BatchCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// BatchResult is one result of a batch, in the order of the calls.
+type BatchResult struct {
+	ID     string       `json:"id,omitempty"`
+	Name   string       `json:"name"`
+	Result tools.Result `json:"result"`
+}
+
+// BatchResponse is the answer to a batch.
+type BatchResponse struct {
+	Results []BatchResult `json:"results"`
+}
+
+// batch runs several calls, as pi's agent loop runs the tool calls of one
+// assistant message. An unknown tool or bad arguments give that call an
+// isError result (the toolbox's own texts); the others still run.
+func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
+	s := res.s
+	wk := workspaceFrom(r.Context())
+	data, err := s.readBody(w, r)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	var req BatchRequest
+	if err := decodeStrict(data, &req); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	switch {
+	case req.Mode == "":
+		req.Mode = "parallel"
+	case req.Mode != "parallel" && req.Mode != "sequential":
+		writeProblem(w, r, s.logger, badRequest("field \"mode\": must be \"parallel\" or \"sequential\", got %q", req.Mode))
+		return
+	}
+	if len(req.Calls) > s.cfg.MaxBatchCalls {
+		writeProblem(w, r, s.logger, badRequest("field \"calls\": %d calls, at most %d allowed", len(req.Calls), s.cfg.MaxBatchCalls))
+		return
+	}
+	ctx := r.Context()
+	for _, c := range req.Calls {
+		if c.Name == bashTool {
+			var end func()
+			ctx, end, err = s.startCommand(ctx, wk.id)
+			if err != nil {
+				writeProblem(w, r, s.logger, err)
+				return
+			}
+			defer end()
+			break
+		}
+	}
+	results := make([]BatchResult, len(req.Calls))
+	run := func(i int) {
+		c := req.Calls[i]
+		args := c.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: wk.toolbox.Call(ctx, c.Name, args, nil)}
+	}
+	if req.Mode == "sequential" {
+		for i := range req.Calls {
+			run(i)
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i := range req.Calls {
+			wg.Go(func() { run(i) })
+		}
+		wg.Wait()
+	}
+	writeJSON(w, r, http.StatusOK, BatchResponse{Results: results})
+}
+
+// lineWriter writes NDJSON lines and flushes each, so a client sees every
+// update as it happens. After a write fails (the client left) it drops the
+// rest; the request context ends the work itself.
+type lineWriter struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	failed bool
+}
+
+func newLineWriter(w http.ResponseWriter) *lineWriter {
+	return &lineWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (lw *lineWriter) write(v any) {
+	if lw.failed {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only the broker's own line types get here
+	}
+	if _, err := lw.w.Write(append(b, '\n')); err != nil {
+		lw.failed = true
+		return
+	}
+	if err := lw.rc.Flush(); err != nil {
+		lw.failed = true
+	}
+}
