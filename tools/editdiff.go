@@ -93,16 +93,23 @@ func replacementDiff(old string, reps []lfReplacement) (newText string, ops []di
 	var b opBuilder
 	prevOld, delta := 0, 0 // delta: len(new) - len(old) before the current window
 	for i := 0; i < len(reps); {
-		ws := strings.LastIndexByte(old[:reps[i].start], '\n') + 1
-		we, wdelta := 0, 0
-		for first := true; i < len(reps); first = false {
-			r := reps[i]
-			if !first && strings.LastIndexByte(old[:r.start], '\n')+1 > we {
-				break // the next replacement's lines start past this window
+		ws := lineStartOf(old, reps[i].start)
+		we, wdelta := ws, 0
+		for {
+			// Take in every replacement that starts on a line of the window.
+			for i < len(reps) && lineStartOf(old, reps[i].start) <= we {
+				r := reps[i]
+				we = max(we, lineEndAfter(old, r.start, r.end))
+				wdelta += len(r.text) - (r.end - r.start)
+				i++
 			}
-			we = max(we, lineEndAfter(old, r.start, r.end))
-			wdelta += len(r.text) - (r.end - r.start)
-			i++
+			// The window must end on a line boundary in the new text too: a
+			// replacement that removed a newline joins the next line to it.
+			nw := newText[ws+delta : we+delta+wdelta]
+			if we == len(old) || nw == "" || nw[len(nw)-1] == '\n' {
+				break
+			}
+			we = lineEndAfter(old, we, we+1)
 		}
 		b.equal(splitLinesKeep(old[prevOld:ws]))
 		b.diff(splitLinesKeep(old[ws:we]), splitLinesKeep(newText[ws+delta:we+delta+wdelta]))
@@ -111,6 +118,11 @@ func replacementDiff(old string, reps []lfReplacement) (newText string, ops []di
 	}
 	b.equal(splitLinesKeep(old[prevOld:]))
 	return newText, b.finish()
+}
+
+// lineStartOf returns the offset of the line holding offset off.
+func lineStartOf(s string, off int) int {
+	return strings.LastIndexByte(s[:off], '\n') + 1
 }
 
 // lineEndAfter returns the offset just past the line that holds the last
