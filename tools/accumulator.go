@@ -48,6 +48,7 @@ type OutputAccumulator struct {
 	decodedBytes   int64
 	completedLines int64
 	lineBytes      int64 // bytes of the current, unterminated line
+	prevLineBytes  int64 // bytes of the last completed line
 
 	// Raw chunks are kept until the output passes a limit, then flushed
 	// into the spill file, which receives everything after.
@@ -105,6 +106,11 @@ func (a *OutputAccumulator) addDecoded(d []byte) {
 	a.decodedBytes += int64(len(d))
 	if i := bytes.LastIndexByte(d, '\n'); i >= 0 {
 		a.completedLines += int64(bytes.Count(d, []byte{'\n'}))
+		if j := bytes.LastIndexByte(d[:i], '\n'); j >= 0 {
+			a.prevLineBytes = int64(i - j - 1)
+		} else {
+			a.prevLineBytes = a.lineBytes + int64(i)
+		}
 		a.lineBytes = int64(len(d) - i - 1)
 	} else {
 		a.lineBytes += int64(len(d))
@@ -196,6 +202,9 @@ type OutputSnapshot struct {
 	FullOutputPath string
 	// RawBytes counts every byte written before the snapshot.
 	RawBytes int64
+	// LastLineBytes is the size of the output's last line (the open one,
+	// or the last completed one when the output ends with a newline).
+	LastLineBytes int64
 }
 
 // Snapshot returns the current tail.
@@ -225,7 +234,11 @@ func (a *OutputAccumulator) snapshot() OutputSnapshot {
 			tr.TruncatedBy = &byLines
 		}
 	}
-	return OutputSnapshot{Truncation: tr, FullOutputPath: a.spillPath, RawBytes: a.rawBytes}
+	last := a.lineBytes
+	if last == 0 {
+		last = a.prevLineBytes
+	}
+	return OutputSnapshot{Truncation: tr, FullOutputPath: a.spillPath, RawBytes: a.rawBytes, LastLineBytes: last}
 }
 
 // Finish ends the output: a partial UTF-8 sequence becomes U+FFFD, a

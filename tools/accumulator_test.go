@@ -164,6 +164,27 @@ func TestAccumulatorCounters(t *testing.T) {
 			t.Errorf("%q: spill opened for small output", c.in)
 		}
 	}
+	// The last line's size, whether or not the output ends with a newline.
+	for _, tc := range []struct {
+		chunks []string
+		last   int64
+	}{
+		{[]string{"abc\nde"}, 2},
+		{[]string{"abc\nde\n"}, 2},
+		{[]string{"ab", "c\n"}, 3},
+		{[]string{"ab", "c", "\nxy", "z\n"}, 3},
+		{[]string{"x\n\n"}, 0},
+		{[]string{"€", "€\n"}, 6},
+	} {
+		a, _ := newMemAccumulator(t)
+		for _, c := range tc.chunks {
+			_, _ = io.WriteString(a, c)
+		}
+		if got := a.Finish().LastLineBytes; got != tc.last {
+			t.Errorf("%q: last line %d bytes, want %d", tc.chunks, got, tc.last)
+		}
+	}
+
 	// Invalid bytes count as their decoded (U+FFFD) size, raw as raw.
 	a, _ := newMemAccumulator(t)
 	_, _ = a.Write([]byte("\xff\xff"))
