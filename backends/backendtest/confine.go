@@ -1,0 +1,338 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// canary is a file on the test host beside a confined workspace's root. No
+// operation may read or change it, and nothing may appear beside it.
+type canary struct {
+	abs     string // host path of the canary file
+	name    string // its base name; "../"+name reaches it from the root
+	content string
+	escape  string // a name escape attempts try to create beside the root
+	dir     string // the host directory holding the root and the canary
+}
+
+// confined returns a fresh confined workspace and its canary, or skips when
+// the backend is not confined (a container or account is the boundary).
+func (s *suite) confined(t *testing.T) (opsapi.Operations, canary) {
+	t.Helper()
+	if !s.o.Confined {
+		t.Skip("backend is not confined: the container or account is the boundary")
+	}
+	ws := s.parallel(t)
+	tok := make([]byte, 8)
+	_, _ = rand.Read(tok)
+	c := canary{
+		dir:     filepath.Dir(filepath.FromSlash(ws.Root())),
+		name:    "backendtest-canary-" + hex.EncodeToString(tok),
+		content: "CANARY-" + hex.EncodeToString(tok) + "\n",
+		escape:  "backendtest-escape-" + hex.EncodeToString(tok),
+	}
+	c.abs = filepath.Join(c.dir, c.name)
+	must(t, os.WriteFile(c.abs, []byte(c.content), 0o644))
+	t.Cleanup(func() {
+		got, err := os.ReadFile(c.abs)
+		if err != nil || string(got) != c.content {
+			t.Errorf("canary %s changed: %q, %v", c.abs, got, err)
+		}
+		if _, err := os.Lstat(filepath.Join(c.dir, c.escape)); err == nil {
+			t.Errorf("%s was created outside the root", c.escape)
+		}
+		os.Remove(c.abs)
+		os.RemoveAll(filepath.Join(c.dir, c.escape))
+	})
+	// Links out of the root: to the canary (absolute and relative) and to
+	// the directory holding it.
+	sh(t, ws, "ln -s "+shq(c.abs)+" abslink && ln -s "+shq("../"+c.name)+" rellink && ln -s .. up && mkdir -p a")
+	return ws, c
+}
+
+// confine covers path confinement: every operation refuses paths that
+// leave the root, by .., absolute path, symbolic link or /proc magic link.
+func (s *suite) confine(t *testing.T) {
+	outside := func(c canary) []string {
+		return []string{
+			"../" + c.name, "a/../../" + c.name, "./a/../../" + c.name, c.abs, "/etc/passwd",
+			"abslink", "rellink", "up/" + c.name,
+			"/proc/self/root" + c.abs, "/proc/self/cwd/" + c.name, "/proc/self/root/etc/passwd",
+		}
+	}
+	t.Run("Open_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range outside(c) {
+			rc, err := ws.Open(ctxOf(t), p)
+			if err == nil {
+				b, _ := readAllClose(rc)
+				t.Errorf("Open(%q) succeeded and read %q", p, b)
+				continue
+			}
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Open(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("Open_through_a_link_to_proc_self_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		sh(t, ws, "ln -s /proc/self/root pr && ln -s /proc/self/cwd pc")
+		for _, p := range []string{"pr" + c.abs, "pr/etc/passwd", "pc/" + c.name} {
+			_, err := ws.Open(ctxOf(t), p)
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Open(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("Access_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range outside(c) {
+			if err := ws.Access(ctxOf(t), p, opsapi.AccessRead); !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Access(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("WriteFile_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range outside(c) {
+			if strings.HasPrefix(p, "/etc") || strings.HasPrefix(p, "/proc/self/root/etc") {
+				continue // never aim a write at the host's /etc
+			}
+			err := ws.WriteFile(ctxOf(t), p, strings.NewReader("OVERWRITTEN"))
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("WriteFile(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+		for _, p := range []string{"../" + c.escape, "up/" + c.escape, filepath.ToSlash(filepath.Join(c.dir, c.escape))} {
+			if err := ws.WriteFile(ctxOf(t), p, strings.NewReader("x")); !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("WriteFile(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("WriteFile_through_a_link_out_leaves_the_link_and_target", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"abslink", "rellink"} {
+			_ = ws.WriteFile(ctxOf(t), p, strings.NewReader("OVERWRITTEN"))
+		}
+		eq(t, "links", sh(t, ws, "test -L abslink && test -L rellink && echo links"), "links\n")
+		got, err := os.ReadFile(c.abs)
+		must(t, err)
+		eq(t, "canary", string(got), c.content)
+	})
+	t.Run("Mkdir_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"../" + c.escape, "a/../../" + c.escape, "up/" + c.escape,
+			filepath.ToSlash(filepath.Join(c.dir, c.escape)), "/proc/self/cwd/" + c.escape} {
+			if err := ws.Mkdir(ctxOf(t), p); !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Mkdir(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("Stat_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"../" + c.name, "a/../../" + c.name, c.abs, "/etc/passwd", "up/" + c.name,
+			"/proc/self/root" + c.abs, ".."} {
+			if _, err := ws.Stat(ctxOf(t), p); !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Stat(%q) = %v, want ErrPermission", p, err)
+			}
+		}
+	})
+	t.Run("Stat_of_a_link_out_does_not_describe_its_target", func(t *testing.T) {
+		// Either refused, or described as a link that cannot be followed.
+		ws, c := s.confined(t)
+		for _, p := range []string{"abslink", "rellink"} {
+			fi, err := ws.Stat(ctxOf(t), p)
+			switch {
+			case err != nil && !errors.Is(err, opsapi.ErrPermission):
+				t.Errorf("Stat(%q) = %v, want ErrPermission or TypeSymlink", p, err)
+			case err == nil && fi.Type != opsapi.TypeSymlink:
+				t.Errorf("Stat(%q) = %+v, describes the target outside the root", p, fi)
+			case err == nil && fi.Size == int64(len(c.content)):
+				t.Errorf("Stat(%q) reveals the target's size", p)
+			}
+		}
+	})
+	t.Run("ReadDir_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"..", "a/../..", "up", "/etc", c.dir, "/proc/self/root", "/proc/self/cwd"} {
+			infos, err := ws.ReadDir(ctxOf(t), p)
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("ReadDir(%q) = %d entries, %v; want ErrPermission", p, len(infos), err)
+			}
+		}
+	})
+	t.Run("ReadDir_shows_links_out_as_TypeSymlink", func(t *testing.T) {
+		ws, c := s.confined(t)
+		infos, err := ws.ReadDir(ctxOf(t), ".")
+		must(t, err)
+		seen := 0
+		for _, fi := range infos {
+			switch fi.Name {
+			case "abslink", "rellink", "up":
+				seen++
+				eq(t, fi.Name+" type", fi.Type, opsapi.TypeSymlink)
+				if fi.Size == int64(len(c.content)) {
+					t.Errorf("%s reveals the target's size", fi.Name)
+				}
+			}
+		}
+		eq(t, "links listed", seen, 3)
+	})
+	t.Run("RealPath_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		rs := capability[opsapi.Resolver](t, ws)
+		for _, p := range []string{"../" + c.name, c.abs, "abslink", "rellink", "up", "/proc/self/root"} {
+			got, err := rs.RealPath(ctxOf(t), p)
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("RealPath(%q) = %q, %v; want ErrPermission", p, got, err)
+			}
+		}
+	})
+	t.Run("Search_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"..", "../" + c.name, c.abs, "/etc", "up", "abslink", "rellink", "/proc/self/root" + c.dir} {
+			res, err := ws.Search(ctxOf(t), opsapi.SearchRequest{Pattern: "CANARY", Path: p})
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Search(path %q) = %v, %v; want ErrPermission", p, fmtLines(res.Lines), err)
+			}
+		}
+	})
+	t.Run("Search_of_the_root_does_not_follow_links_out", func(t *testing.T) {
+		ws, c := s.confined(t)
+		put(t, ws, "inside.txt", "no secret here\n")
+		res, err := ws.Search(ctxOf(t), opsapi.SearchRequest{Pattern: strings.TrimSpace(c.content), Path: "."})
+		must(t, err)
+		eq(t, "lines", fmtLines(res.Lines), "")
+	})
+	t.Run("Glob_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, p := range []string{"..", "a/../..", c.dir, "/etc", "up", "/proc/self/cwd"} {
+			res, err := ws.Glob(ctxOf(t), opsapi.GlobRequest{Pattern: "*canary*", Dir: p})
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Glob(dir %q) = %v, %v; want ErrPermission", p, res.Paths, err)
+			}
+		}
+	})
+	t.Run("Glob_of_the_root_does_not_descend_links_out", func(t *testing.T) {
+		ws, c := s.confined(t)
+		res, err := ws.Glob(ctxOf(t), opsapi.GlobRequest{Pattern: c.name, Dir: "."})
+		must(t, err)
+		eq(t, "paths", strings.Join(res.Paths, " "), "")
+	})
+	t.Run("Exec_Cwd_outside_the_root_is_ErrPermission", func(t *testing.T) {
+		ws, c := s.confined(t)
+		for _, cwd := range []string{"..", "a/../..", c.dir, "/etc", "/", "up", "/proc/self/cwd", "/proc/self/root",
+			"/proc/self/fd/7"} {
+			var out bytes.Buffer
+			_, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "pwd; touch " + c.escape, Cwd: cwd, Output: &out})
+			if !errors.Is(err, opsapi.ErrPermission) {
+				t.Errorf("Exec(cwd %q) = %v (output %q); want ErrPermission", cwd, err, out.String())
+			}
+		}
+	})
+	t.Run("Symlink_swapped_between_check_and_use_never_reaches_the_canary", func(t *testing.T) {
+		ws, c := s.confined(t)
+		put(t, ws, "inside.txt", "inside\n")
+		ctx, cancel := context.WithCancel(ctxOf(t))
+		swapped := make(chan error, 1)
+		go func() {
+			_, err := ws.Exec(ctx, opsapi.ExecRequest{
+				Command: "while :; do ln -sfn inside.txt race; ln -sfn " + shq(c.abs) + " race; done",
+				Timeout: 20 * time.Second,
+			})
+			swapped <- err
+		}()
+		var reads, insideReads, writes atomic.Int64
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := readAll(ctxOf(t), ws, "race"); err == nil {
+				reads.Add(1)
+				if strings.Contains(string(b), "CANARY") {
+					t.Fatalf("read the canary through a swapped link: %q", b)
+				}
+				if string(b) == "inside\n" {
+					insideReads.Add(1)
+				}
+			} else if !errors.Is(err, opsapi.ErrPermission) && !errors.Is(err, opsapi.ErrNotExist) {
+				t.Errorf("read race: %v", err)
+			}
+			if err := ws.WriteFile(ctxOf(t), "race", strings.NewReader("inside\n")); err == nil {
+				writes.Add(1)
+			}
+			if fi, err := ws.Stat(ctxOf(t), "race"); err == nil && fi.Type == opsapi.TypeFile && fi.Size == int64(len(c.content)) {
+				t.Errorf("Stat through the swapped link described the canary: %+v", fi)
+			}
+			if res, err := ws.Search(ctxOf(t), opsapi.SearchRequest{Pattern: "CANARY", Path: "race"}); err == nil && len(res.Lines) > 0 {
+				t.Errorf("Search through the swapped link found %v", fmtLines(res.Lines))
+			}
+		}
+		cancel()
+		select {
+		case err := <-swapped:
+			must(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the swapping command did not stop after cancel")
+		}
+		t.Logf("%d reads (%d of the inside file), %d writes", reads.Load(), insideReads.Load(), writes.Load())
+		got, err := os.ReadFile(c.abs)
+		must(t, err)
+		eq(t, "canary", string(got), c.content)
+	})
+	t.Run("tools_refuse_paths_outside_the_root", func(t *testing.T) {
+		ws, c := s.confined(t)
+		tb := tools.New(ws, tools.Options{})
+		for _, call := range []struct{ tool, args string }{
+			{"read", `{"path": "../` + c.name + `"}`},
+			{"read", `{"path": "abslink"}`},
+			{"read", `{"path": "/proc/self/root` + c.abs + `"}`},
+			{"write", `{"path": "../` + c.escape + `", "content": "x"}`},
+			{"write", `{"path": "abslink", "content": "OVERWRITTEN"}`},
+			{"edit", `{"path": "rellink", "edits": [{"oldText": "CANARY", "newText": "EDITED"}]}`},
+			{"edit", `{"path": "` + c.abs + `", "edits": [{"oldText": "CANARY", "newText": "EDITED"}]}`},
+			{"ls", `{"path": ".."}`},
+			{"ls", `{"path": "up"}`},
+			{"grep", `{"pattern": "CANARY", "path": ".."}`},
+			{"grep", `{"pattern": "CANARY", "path": "abslink"}`},
+			{"find", `{"pattern": "*canary*", "path": ".."}`},
+			{"find", `{"pattern": "*canary*", "path": "up"}`},
+		} {
+			res := tb.Call(ctxOf(t), call.tool, []byte(call.args), nil)
+			if !res.IsError {
+				t.Errorf("%s %s succeeded: %q", call.tool, call.args, textOf(res))
+			}
+			if strings.Contains(textOf(res), "CANARY") {
+				t.Errorf("%s %s revealed the canary: %q", call.tool, call.args, textOf(res))
+			}
+		}
+	})
+	t.Run("tools_bash_cwd_outside_the_root_is_an_error", func(t *testing.T) {
+		ws, c := s.confined(t)
+		tb := tools.New(ws, tools.Options{Cwd: c.dir})
+		res := tb.Call(ctxOf(t), "bash", []byte(`{"command": "touch `+c.escape+`"}`), nil)
+		if !res.IsError {
+			t.Errorf("bash with cwd outside the root succeeded: %q", textOf(res))
+		}
+	})
+}
+
+func readAllClose(rc interface {
+	Read([]byte) (int, error)
+	Close() error
+}) ([]byte, error) {
+	defer rc.Close()
+	var b bytes.Buffer
+	_, err := b.ReadFrom(rc)
+	return b.Bytes(), err
+}
