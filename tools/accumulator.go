@@ -2,10 +2,13 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -375,22 +378,42 @@ func validPrefix(p []byte) int {
 	return 0
 }
 
+// spillStallTimeout bounds how long the spill may block the command's
+// output: a backend whose WriteFile stops reading (a lost connection) costs
+// the file, never a hung call.
+const spillStallTimeout = 30 * time.Second
+
+var errSpillStalled = errors.New("spill writer stalled")
+
 // pipeSpill streams a spill file through an io.Pipe into a writer that
 // consumes a reader (opsapi.WriteOperations.WriteFile) running in its own
 // goroutine, so the file is written as the output arrives and memory stays
 // bounded.
 type pipeSpill struct {
-	pw   *io.PipeWriter
-	done chan error
+	pw      *io.PipeWriter
+	done    chan error
+	cancel  context.CancelFunc
+	stall   time.Duration
+	timer   *time.Timer // fires when one Write is blocked longer than stall
+	stalled atomic.Bool
 }
 
-// startPipeSpill runs write in a goroutine, reading what is written to the
-// returned spill.
-func startPipeSpill(write func(r io.Reader) error) *pipeSpill {
+// startPipeSpill runs write in a goroutine with a context that ends when
+// the spill is abandoned; write reads what is written to the returned
+// spill. A Write blocked longer than stall fails, and Close waits at most
+// that long for write to return.
+func startPipeSpill(ctx context.Context, stall time.Duration, write func(ctx context.Context, r io.Reader) error) *pipeSpill {
+	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	s := &pipeSpill{pw: pw, done: make(chan error, 1)}
+	s := &pipeSpill{pw: pw, done: make(chan error, 1), cancel: cancel, stall: stall}
+	s.timer = time.AfterFunc(time.Hour, func() {
+		s.stalled.Store(true)
+		cancel()
+		_ = pw.CloseWithError(errSpillStalled)
+	})
+	s.timer.Stop()
 	go func() {
-		err := write(pr)
+		err := write(ctx, pr)
 		if err == nil {
 			err = errSpillStopped
 		}
@@ -406,18 +429,39 @@ func startPipeSpill(write func(r io.Reader) error) *pipeSpill {
 
 var errSpillStopped = errors.New("spill writer stopped reading")
 
-func (s *pipeSpill) Write(p []byte) (int, error) { return s.pw.Write(p) }
+func (s *pipeSpill) Write(p []byte) (int, error) {
+	s.timer.Reset(s.stall)
+	n, err := s.pw.Write(p)
+	s.timer.Stop()
+	if err != nil && s.stalled.Load() {
+		err = errSpillStalled
+	}
+	return n, err
+}
 
 // Close ends the stream and waits until the file is complete.
 func (s *pipeSpill) Close() error {
 	_ = s.pw.Close()
-	return <-s.done
+	return s.wait()
 }
 
 // CloseWithError makes the writer fail (an atomic writer then leaves no
 // file) and waits for it.
 func (s *pipeSpill) CloseWithError(err error) error {
+	s.cancel()
 	_ = s.pw.CloseWithError(err)
-	<-s.done
+	_ = s.wait()
 	return nil
+}
+
+func (s *pipeSpill) wait() error {
+	defer s.cancel()
+	t := time.NewTimer(s.stall)
+	defer t.Stop()
+	select {
+	case err := <-s.done:
+		return err
+	case <-t.C:
+		return errSpillStalled
+	}
 }

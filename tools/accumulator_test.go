@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -27,7 +29,7 @@ func (m *memSpill) open() (string, io.WriteCloser, error) {
 	m.mu.Lock()
 	m.opened++
 	m.mu.Unlock()
-	return m.path, startPipeSpill(func(r io.Reader) error {
+	return m.path, startPipeSpill(context.Background(), time.Minute, func(_ context.Context, r io.Reader) error {
 		_, err := io.Copy(&m.buf, r)
 		return err
 	}), nil
@@ -420,7 +422,7 @@ func TestAccumulatorSpillWriteFails(t *testing.T) {
 	var reported []error
 	var got bytes.Buffer
 	a := NewOutputAccumulator(TruncationOptions{}, func() (string, io.WriteCloser, error) {
-		return "/x.log", startPipeSpill(func(r io.Reader) error {
+		return "/x.log", startPipeSpill(context.Background(), time.Minute, func(_ context.Context, r io.Reader) error {
 			_, err := io.CopyN(&got, r, 60_000)
 			if err != nil {
 				return err
@@ -458,7 +460,7 @@ func TestAccumulatorBoundedMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var spilled int64
 			a := NewOutputAccumulator(TruncationOptions{}, func() (string, io.WriteCloser, error) {
-				return "/x.log", startPipeSpill(func(r io.Reader) error {
+				return "/x.log", startPipeSpill(context.Background(), time.Minute, func(_ context.Context, r io.Reader) error {
 					n, err := io.Copy(io.Discard, r)
 					spilled = n
 					return err
@@ -489,6 +491,43 @@ func TestAccumulatorBoundedMemory(t *testing.T) {
 			}
 			if len(s.Truncation.Content) > DefaultMaxBytes {
 				t.Errorf("content %d bytes", len(s.Truncation.Content))
+			}
+		})
+	}
+}
+
+// A spill target that stops reading costs the file, not the command.
+func TestAccumulatorSpillStalls(t *testing.T) {
+	for _, honoursCtx := range []bool{true, false} {
+		t.Run(fmt.Sprintf("honoursCtx=%v", honoursCtx), func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			var reported []error
+			a := NewOutputAccumulator(TruncationOptions{}, func() (string, io.WriteCloser, error) {
+				return "/x.log", startPipeSpill(context.Background(), 50*time.Millisecond, func(ctx context.Context, r io.Reader) error {
+					if honoursCtx {
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					<-release // hangs until the test ends
+					return nil
+				}), nil
+			}, func(err error) { reported = append(reported, err) })
+			done := make(chan OutputSnapshot)
+			go func() {
+				_, _ = io.WriteString(a, seqLines(1, 30000))
+				done <- a.Finish()
+			}()
+			select {
+			case s := <-done:
+				if s.FullOutputPath != "" || s.Truncation.TotalLines != 30000 {
+					t.Errorf("path %q, lines %d", s.FullOutputPath, s.Truncation.TotalLines)
+				}
+				if len(reported) != 1 || !errors.Is(reported[0], errSpillStalled) {
+					t.Errorf("reported %v", reported)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a stalled spill hung the accumulator")
 			}
 		})
 	}

@@ -194,7 +194,9 @@ func (t *bashTool) spillOpener(ctx context.Context, log *slog.Logger) SpillOpene
 		var id [8]byte
 		_, _ = rand.Read(id[:]) // never fails
 		p := path.Join(dir, "bash-"+hex.EncodeToString(id[:])+".log")
-		return p, startPipeSpill(func(r io.Reader) error { return wops.WriteFile(ctx, p, r) }), nil
+		return p, startPipeSpill(ctx, spillStallTimeout, func(ctx context.Context, r io.Reader) error {
+			return wops.WriteFile(ctx, p, r)
+		}), nil
 	}
 }
 
