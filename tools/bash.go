@@ -27,9 +27,11 @@ const bashUpdateThrottle = 100 * time.Millisecond
 // 2^31-1 ms.
 const maxTimeoutSeconds = 2147483.647
 
+// Error texts are pi's, byte for byte, hence capitalized.
 var (
-	errTimeoutNotFinite = errors.New("Invalid timeout: must be a finite number of seconds")
-	errTimeoutTooLarge  = errors.New("Invalid timeout: maximum is 2147483.647 seconds")
+	errTimeoutNotFinite = errors.New("Invalid timeout: must be a finite number of seconds") //nolint:staticcheck // pi's text
+	errTimeoutTooLarge  = errors.New("Invalid timeout: maximum is 2147483.647 seconds")     //nolint:staticcheck // pi's text
+	errCommandAborted   = errors.New("Command aborted")                                     //nolint:staticcheck // pi's text
 )
 
 // BashDetails is the bash result's details: present only when the output
@@ -69,7 +71,7 @@ func (t *bashTool) Execute(ctx context.Context, raw json.RawMessage, onUpdate Up
 		return Result{}, err
 	}
 	if ctx.Err() != nil {
-		return Result{}, errors.New("Command aborted")
+		return Result{}, errCommandAborted
 	}
 	log := t.env.logger.With("tool", "bash")
 
@@ -107,7 +109,7 @@ func (t *bashTool) Execute(ctx context.Context, raw json.RawMessage, onUpdate Up
 	case execErr != nil && ctx.Err() != nil, res.Canceled:
 		return Result{}, errors.New(withStatus(oomLine + "Command aborted"))
 	case execErr != nil && errors.Is(execErr, opsapi.ErrNotExist):
-		return Result{}, fmt.Errorf("Working directory does not exist: %s\nCannot execute bash commands.", t.env.cwd)
+		return Result{}, errors.New("Working directory does not exist: " + t.env.cwd + "\nCannot execute bash commands.")
 	case execErr != nil:
 		return Result{}, execErr
 	case res.TimedOut:
