@@ -99,7 +99,8 @@ func (q *MutationQueue) key(ctx context.Context, path string) (string, error) {
 	case ctx.Err() != nil:
 		return "", errAborted
 	}
-	return "", err
+	// Shown to the model as Node's realpath failure would be.
+	return "", nodeErr(err, "realpath", path)
 }
 
 // enqueue appends a holder for key and returns the channel to wait on and

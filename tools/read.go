@@ -101,18 +101,13 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 
 	col := newHeadCollector(TruncationOptions{})
 	total := 0
-	var firstLen int // decoded bytes of lines[startLine]
 	err := scanLines(r, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
 		i := total
 		total++
 		if i < startLine || i >= endLine {
 			return
 		}
-		line, n := decodeLine(prefix, rawLen, complete)
-		if i == startLine {
-			firstLen = n
-		}
-		col.add(line, n, complete)
+		col.add(prefix, rawLen, complete)
 	})
 	if err != nil {
 		return Result{}, t.readErr(ctx, err)
@@ -140,7 +135,7 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 	switch {
 	case tr.FirstLineExceedsLimit:
 		text = fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
-			startDisplay, FormatSize(firstLen), FormatSize(DefaultMaxBytes), startDisplay, args.Path, DefaultMaxBytes)
+			startDisplay, FormatSize(col.firstLen), FormatSize(DefaultMaxBytes), startDisplay, args.Path, DefaultMaxBytes)
 		details = readDetails{Truncation: &tr}
 	case tr.Truncated:
 		endDisplay := startDisplay + tr.OutputLines - 1
@@ -195,17 +190,30 @@ func scanLines(r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, com
 	}
 }
 
-// decodeLine decodes a line as Node's UTF-8 decoder does (each invalid
-// byte becomes U+FFFD) and returns it with its decoded byte length. For a
-// line cut at the keep limit only the length matters (it cannot be shown):
-// the raw length is used.
-func decodeLine(prefix []byte, rawLen int, complete bool) (string, int) {
-	if !complete {
-		return "", rawLen
+// decodedLen is the UTF-8 length of line once decoded as Node's decoder
+// does (each invalid byte becomes U+FFFD, 3 bytes), without allocating.
+// For a line cut at the keep limit it is the raw length.
+func decodedLen(prefix []byte, rawLen int, complete bool) int {
+	if !complete || utf8.Valid(prefix) {
+		return rawLen
 	}
+	n := 0
+	for i := 0; i < len(prefix); {
+		r, size := utf8.DecodeRune(prefix[i:])
+		if r == utf8.RuneError && size == 1 {
+			n += len("\uFFFD")
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// decodeLine returns the line as Node's UTF-8 decoder would.
+func decodeLine(prefix []byte) string {
 	if utf8.Valid(prefix) {
-		s := string(prefix)
-		return s, len(s)
+		return string(prefix)
 	}
 	var b strings.Builder
 	for i := 0; i < len(prefix); {
@@ -217,7 +225,7 @@ func decodeLine(prefix []byte, rawLen int, complete bool) (string, int) {
 		}
 		i += size
 	}
-	return b.String(), b.Len()
+	return b.String()
 }
 
 // headCollector computes TruncateHead(strings.Join(lines, "\n"), opts) for
@@ -237,8 +245,11 @@ func newHeadCollector(opts TruncationOptions) *headCollector {
 	return &headCollector{opts: opts.withDefaults(), keeping: true}
 }
 
-// add appends a line of n bytes; line holds its text when complete.
-func (c *headCollector) add(line string, n int, complete bool) {
+// add appends a line: prefix holds its first bytes (all of them when
+// complete) and rawLen its length. Only lines the result can show are
+// decoded and stored.
+func (c *headCollector) add(prefix []byte, rawLen int, complete bool) {
+	n := decodedLen(prefix, rawLen, complete)
 	if c.count == 0 {
 		c.firstLen = n
 	} else {
@@ -258,7 +269,7 @@ func (c *headCollector) add(line string, n int, complete bool) {
 		c.keeping = false
 		return
 	}
-	c.kept = append(c.kept, line)
+	c.kept = append(c.kept, decodeLine(prefix))
 	c.keptBytes += cost
 }
 
