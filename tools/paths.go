@@ -62,13 +62,15 @@ func readPathVariants(resolved string) []string {
 	}
 }
 
-// resolveRead resolves p as read does. Unlike pi, which probes the variants
-// on its own host, the probing goes through the workspace's Access so that
-// it finds files where they are.
-func (e *toolEnv) resolveRead(ctx context.Context, ops opsapi.ReadOperations, p string) string {
+// resolveRead resolves p as read does and returns the path with the result
+// of Access(path, AccessRead) on it, so that read needs no second round
+// trip. Unlike pi, which probes the variants on its own host, the probing
+// goes through the workspace's Access so that it finds files where they are.
+func (e *toolEnv) resolveRead(ctx context.Context, ops opsapi.ReadOperations, p string) (string, error) {
 	resolved := e.resolve(p)
-	if !notExist(ops.Access(ctx, resolved, opsapi.AccessRead)) {
-		return resolved
+	accessErr := ops.Access(ctx, resolved, opsapi.AccessRead)
+	if !notExist(accessErr) {
+		return resolved, accessErr
 	}
 	for _, v := range readPathVariants(resolved) {
 		if v == resolved {
@@ -77,11 +79,11 @@ func (e *toolEnv) resolveRead(ctx context.Context, ops opsapi.ReadOperations, p 
 		if ctx.Err() != nil {
 			break
 		}
-		if !notExist(ops.Access(ctx, v, opsapi.AccessRead)) {
-			return v
+		if err := ops.Access(ctx, v, opsapi.AccessRead); !notExist(err) {
+			return v, err
 		}
 	}
-	return resolved
+	return resolved, accessErr
 }
 
 // notExist reports whether err says the path is missing; a permission error

@@ -61,7 +61,7 @@ func TestResolveReadProbesVariantsRemotely(t *testing.T) {
 		{"missing's.txt", "/w/missing's.txt"},
 	}
 	for _, c := range cases {
-		if got := env.resolveRead(ctx, f, c.in); got != c.want {
+		if got, _ := env.resolveRead(ctx, f, c.in); got != c.want {
 			t.Errorf("resolveRead(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}

@@ -48,12 +48,12 @@ func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
 	}
-	abs := t.env.resolveRead(ctx, t.ops, args.Path)
+	abs, err := t.env.resolveRead(ctx, t.ops, args.Path)
+	if err != nil {
+		return Result{}, abortOr(ctx, nodeErr(err, "access", abs))
+	}
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
-	}
-	if err := t.ops.Access(ctx, abs, opsapi.AccessRead); err != nil {
-		return Result{}, abortOr(ctx, nodeErr(err, "access", abs))
 	}
 	rc, err := t.ops.Open(ctx, abs)
 	if err != nil {
@@ -101,7 +101,7 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 
 	col := newHeadCollector(TruncationOptions{})
 	total := 0
-	err := scanLines(r, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
+	err := scanLines(ctx, r, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
 		i := total
 		total++
 		if i < startLine || i >= endLine {
@@ -161,10 +161,13 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 // (so n newlines give n+1 lines, the last possibly empty), passing at most
 // keep bytes of the line, its full length, and whether the prefix is the
 // whole line. Memory stays bounded by keep whatever the line lengths.
-func scanLines(r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, complete bool)) error {
+func scanLines(ctx context.Context, r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, complete bool)) error {
 	var buf []byte
 	rawLen := 0
 	for {
+		if ctx.Err() != nil { // a backend's reader may not watch ctx itself
+			return errAborted
+		}
 		chunk, err := r.ReadSlice('\n')
 		end := len(chunk)
 		nl := end > 0 && chunk[end-1] == '\n'

@@ -40,6 +40,9 @@ func TestReadText(t *testing.T) {
 	if r.Details != nil {
 		t.Errorf("details = %#v, want none", r.Details)
 	}
+	if n := countCalls(f, "Access /w/small.txt"); n != 1 {
+		t.Errorf("%d Access round trips for an existing file, want 1", n)
+	}
 
 	f.addFile("hundred.txt", numberedLines(100))
 	got := text(t, call(t, tb, "read", `{"path":"hundred.txt","offset":51}`))
@@ -338,4 +341,44 @@ func TestToFixed2(t *testing.T) {
 			t.Errorf("toFixed2(%v) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func countCalls(f *fakeWorkspace, call string) int {
+	n := 0
+	for _, c := range f.callLog() {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// cancelingReader cancels its context after the first read, like a user
+// pressing Esc while a huge file streams in.
+type cancelingReader struct {
+	r      io.Reader
+	cancel context.CancelFunc
+}
+
+func (c cancelingReader) Read(p []byte) (int, error) {
+	c.cancel()
+	return c.r.Read(p)
+}
+
+type cancelWorkspace struct {
+	*fakeWorkspace
+	cancel context.CancelFunc
+}
+
+func (c cancelWorkspace) Open(context.Context, string) (io.ReadCloser, error) {
+	return io.NopCloser(cancelingReader{&lineGen{}, c.cancel}), nil // endless
+}
+
+func TestReadAbortsWhileStreaming(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFakeWorkspace(t)
+	f.addFile("endless", "")
+	tb := newTestToolbox(t, cancelWorkspace{f, cancel})
+	r := tb.Call(ctx, "read", json.RawMessage(`{"path":"endless"}`), nil)
+	wantText(t, r, true, "Operation aborted")
 }
