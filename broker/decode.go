@@ -71,7 +71,7 @@ func checkJSON(data []byte) error {
 		if top != nil && top.object && top.expectKey {
 			key := tok.(string) // the decoder guarantees a string here
 			if _, dup := top.keys[key]; dup {
-				return badRequest("duplicate key %q in %s at offset %d", key, displayPath(top.path), off)
+				return badRequest("duplicate key %q in %s at offset %d", key, displayPath(top.path), skipSeparators(data, off))
 			}
 			top.keys[key] = struct{}{}
 			top.key = key
@@ -103,6 +103,15 @@ func checkJSON(data []byte) error {
 		return badRequest("unexpected data after the JSON value at offset %d", off)
 	}
 	return nil
+}
+
+// skipSeparators moves off past whitespace, commas and colons, to where
+// the next token starts.
+func skipSeparators(data []byte, off int64) int64 {
+	for off < int64(len(data)) && strings.IndexByte(" \t\r\n,:", data[off]) >= 0 {
+		off++
+	}
+	return off
 }
 
 func joinKey(path, key string) string {
@@ -168,7 +177,7 @@ func jsonTypeName(goType string) string {
 		if strings.HasPrefix(goType, "json.") {
 			return "JSON"
 		}
-		return "the top-level object"
+		return "object"
 	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
 		return "number"
 	}

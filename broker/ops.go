@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -447,7 +448,8 @@ func (req ExecRequest) toOps() (opsapi.ExecRequest, error) {
 	t := req.Timeout
 	if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || t > MaxExecTimeout {
 		return opsapi.ExecRequest{}, invalid("exec", "",
-			"field \"timeout\" must be a number of seconds from 0 to %v, got %v", MaxExecTimeout, t)
+			"field \"timeout\" must be a number of seconds from 0 to %s, got %s",
+			strconv.FormatFloat(MaxExecTimeout, 'f', -1, 64), strconv.FormatFloat(t, 'f', -1, 64))
 	}
 	return opsapi.ExecRequest{
 		Command: req.Command,
