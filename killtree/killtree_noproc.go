@@ -1,0 +1,27 @@
+//go:build unix && !linux
+
+package killtree
+
+import (
+	"errors"
+	"syscall"
+	"time"
+)
+
+// GroupMembers needs /proc; this system has none.
+func GroupMembers(pgid int) (int, error) { return 0, errors.ErrUnsupported }
+
+// KillMarked needs /proc; this system has none.
+func KillMarked(marker string, grace time.Duration) (int, error) {
+	return 0, errors.ErrUnsupported
+}
+
+func groupPids(pgid int) []int { return nil }
+
+// markedSet is never built where /proc is missing.
+type markedSet struct{}
+
+func newMarkedSet(string) (*markedSet, error)  { return nil, errors.ErrUnsupported }
+func (*markedSet) signal(syscall.Signal) []int { return nil }
+func (*markedSet) empty() bool                 { return true }
+func (*markedSet) killUntilGone() []int        { return nil }

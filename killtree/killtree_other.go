@@ -1,0 +1,28 @@
+//go:build !unix
+
+package killtree
+
+import (
+	"errors"
+	"os/exec"
+	"time"
+)
+
+// Prepare does nothing where there are no Unix process groups.
+func Prepare(cmd *exec.Cmd) {}
+
+// KillGroup is not supported without Unix process groups.
+func KillGroup(pgid int, grace time.Duration) (int, error) { return 0, errors.ErrUnsupported }
+
+// KillAll is not supported without Unix process groups.
+func KillAll(pgid int, marker string, grace time.Duration) (int, error) {
+	return 0, errors.ErrUnsupported
+}
+
+// GroupMembers is not supported without Unix process groups.
+func GroupMembers(pgid int) (int, error) { return 0, errors.ErrUnsupported }
+
+// KillMarked is not supported without /proc.
+func KillMarked(marker string, grace time.Duration) (int, error) {
+	return 0, errors.ErrUnsupported
+}
