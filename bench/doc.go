@@ -1,0 +1,46 @@
+// Command bench is the broker's benchmark harness: it measures the same
+// operations side by side, in-process and through the broker's HTTP API,
+// in one run, and prints a table and a JSON report.
+//
+// # Overview
+//
+// Run it with `make bench` (or `go run ./bench`). Each [Target] is one way
+// to reach a workspace: today the local backend called in-process (a
+// local workspace and a tools.Toolbox) and the local backend through HTTP
+// (`broker serve` started as a separate process on a free loopback port,
+// driven by the Go client in client/). Later backends add their own
+// targets, and raw baselines (a bare `docker exec`, a bare ssh session)
+// are targets that offer only the operations they can time.
+//
+// The scenarios, each run once per target:
+//
+//   - op.* and tool.*: every operation and every tool, one caller at a
+//     time (latency).
+//   - load.mixed: many concurrent clients (default 256) issuing a mix of
+//     read, write, stat, ls, bash `true` and grep for -duration.
+//   - stream.base64: `head -c 1G /dev/zero | base64` through the bash
+//     tool (streaming output, bounded broker memory).
+//
+// For every row the report gives p50, p90, p99, throughput and the peak
+// RSS of the process doing the work (the broker process for HTTP rows;
+// the harness itself for in-process rows). HTTP/in-process ratios are
+// printed per backend, and the issue's targets are printed as PASS or
+// FAIL. Targets are never asserted in unit tests: machines are noisy.
+//
+// # Flags
+//
+//	-duration 30s   length of load.mixed
+//	-quick          3 s load, short per-op runs, small stream (smoke test)
+//	-json file      also write the report as JSON
+//	-only regexp    run only the rows whose name matches
+//
+// See -help for the rest (client count, request rate, stream size, a
+// prebuilt broker binary).
+//
+// # Adding a backend
+//
+// Append Targets in targets.go: a Setup that returns a [Session] whose
+// clients offer the named operations. Workspace-backed targets build them
+// with workspaceClient; a raw baseline fills in only the ops it has, and
+// scenarios skip what a target lacks.
+package main
