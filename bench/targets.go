@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/client"
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// How a target reaches its backend; rows of the same backend reached in-process and
+// over HTTP are paired for the ratio table.
+const (
+	ViaInProcess = "in-process"
+	ViaHTTP      = "http"
+	ViaRaw       = "raw" // a baseline beneath the backend (e.g. a bare docker exec)
+)
+
+// Target is one way to reach a workspace.
+type Target struct {
+	// Name labels the target's rows, e.g. "local/http".
+	Name string
+	// Backend is the backend's registry name.
+	Backend string
+	// Via is ViaInProcess, ViaHTTP or ViaRaw.
+	Via string
+	// Setup prepares a fresh, seeded workspace (starting whatever process
+	// it needs). Each scenario gets its own session, so a broker's peak
+	// RSS belongs to that scenario alone.
+	Setup func(ctx context.Context, env *Env) (*Session, error)
+}
+
+// Session is a set-up target.
+type Session struct {
+	// NewClient returns the i-th simulated caller. Over HTTP each client
+	// has its own connection pool, as separate hosts would; in-process
+	// clients share the workspace.
+	NewClient func(i int) (Client, error)
+	// PID is the process doing the work, whose RSS is reported.
+	PID int
+	// Close destroys the workspace and stops what Setup started.
+	Close func(ctx context.Context) error
+}
+
+// Op is one timed call. A failed call, including a tool result with
+// isError set, returns an error.
+type Op func(ctx context.Context) error
+
+// Client is one simulated caller: the ops it can time, by row name. A
+// target that cannot do an op leaves it out and the row is skipped.
+type Client map[string]Op
+
+// targets lists every target of a run, in table order.
+func targets() []Target {
+	return []Target{localInProcess(), localHTTP()}
+}
+
+// localInProcess calls a local workspace and a tools.Toolbox directly.
+func localInProcess() Target {
+	return Target{Name: "local/in-process", Backend: "local", Via: ViaInProcess,
+		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+			dir, err := os.MkdirTemp(env.TempDir, "local-")
+			if err != nil {
+				return nil, err
+			}
+			b, err := local.New(local.Config{StateDir: dir}, env.Logger.With("backend", "local"))
+			if err != nil {
+				return nil, errors.Join(err, os.RemoveAll(dir))
+			}
+			closeAll := func(ctx context.Context, ws opsapi.Workspace) error {
+				var errs []error
+				if d, ok := ws.(opsapi.Destroyer); ok {
+					errs = append(errs, d.Destroy(ctx))
+				}
+				return errors.Join(append(errs, b.Close(), os.RemoveAll(dir))...)
+			}
+			ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "bench"})
+			if err != nil {
+				return nil, errors.Join(err, closeAll(ctx, nil))
+			}
+			ops, ok := ws.(opsapi.Operations)
+			if !ok {
+				return nil, errors.Join(fmt.Errorf("local workspace %T lacks opsapi.Operations", ws), closeAll(ctx, ws))
+			}
+			if err := seed(ctx, ops); err != nil {
+				return nil, errors.Join(err, closeAll(ctx, ws))
+			}
+			tb := tools.New(ws, tools.Options{Logger: env.Logger.With("workspace", "bench")})
+			call := func(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+				return tb.Call(ctx, name, args, onUpdate), nil
+			}
+			return &Session{
+				PID: os.Getpid(),
+				NewClient: func(i int) (Client, error) {
+					return workspaceClient(ops, call, env.Config, i), nil
+				},
+				Close: func(ctx context.Context) error { return closeAll(ctx, ws) },
+			}, nil
+		}}
+}
+
+// localHTTP drives a separate `broker serve` process through the Go
+// client, so the broker's RSS is its own.
+func localHTTP() Target {
+	return Target{Name: "local/http", Backend: "local", Via: ViaHTTP,
+		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+			proc, err := startBroker(ctx, env)
+			if err != nil {
+				return nil, err
+			}
+			c := client.New(proc.URL, proc.Token)
+			info, err := c.CreateWorkspace(ctx, "local", nil)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
+			}
+			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
+				return nil, errors.Join(err, proc.Stop())
+			}
+			return &Session{
+				PID: proc.PID,
+				NewClient: func(i int) (Client, error) {
+					ws := client.New(proc.URL, proc.Token).WorkspaceFor(info)
+					return workspaceClient(ws, ws.CallTool, env.Config, i), nil
+				},
+				Close: func(ctx context.Context) error {
+					return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
+				},
+			}, nil
+		}}
+}
