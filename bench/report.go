@@ -1,0 +1,327 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Goal is one of the issue's targets, checked against one row.
+type Goal struct {
+	Row     string
+	Backend string
+	Via     string
+	Metric  string // shown, e.g. "p50"
+	Unit    string
+	AtMost  bool // value <= Limit; otherwise value >= Limit
+	Limit   float64
+	Value   func(Row) float64
+	// Cond says how the run differs from the target's conditions ("" when
+	// it does not), so a quick run's verdict is read as indicative.
+	Cond func(Config) string
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// goals are the issue's targets, on the local backend through HTTP.
+func goals() []Goal {
+	p50 := func(r Row) float64 { return ms(r.P50) }
+	loadCond := func(c Config) string {
+		var diffs []string
+		if c.Duration < 30*time.Second {
+			diffs = append(diffs, fmt.Sprintf("ran %s, target says 30s", c.Duration))
+		}
+		if c.Clients != 256 {
+			diffs = append(diffs, fmt.Sprintf("%d clients, target says 256", c.Clients))
+		}
+		return strings.Join(diffs, "; ")
+	}
+	streamCond := func(c Config) string {
+		if c.StreamBytes != 1<<30 {
+			return fmt.Sprintf("streamed %s, target says 1 GiB", formatBytes(c.StreamBytes))
+		}
+		return ""
+	}
+	return []Goal{
+		{Row: opRead4K, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 0.5, Value: p50},
+		{Row: opExecTrue, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 5, Value: p50},
+		{Row: toolBashTrue, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 5, Value: p50},
+		{Row: loadMixed, Backend: "local", Via: ViaHTTP, Metric: "errors", Unit: "", AtMost: true, Limit: 0,
+			Value: func(r Row) float64 { return float64(r.Errors) }, Cond: loadCond},
+		{Row: loadMixed, Backend: "local", Via: ViaHTTP, Metric: "p99", Unit: "ms", AtMost: true, Limit: 50,
+			Value: func(r Row) float64 { return ms(r.P99) }, Cond: loadCond},
+		{Row: loadMixed, Backend: "local", Via: ViaHTTP, Metric: "broker peak RSS", Unit: "MiB", AtMost: true, Limit: 150,
+			Value: func(r Row) float64 { return mib(r.PeakRSS) }, Cond: loadCond},
+		{Row: streamBase64, Backend: "local", Via: ViaHTTP, Metric: "broker peak RSS", Unit: "MiB", AtMost: true, Limit: 64,
+			Value: func(r Row) float64 { return mib(r.PeakRSS) }, Cond: streamCond},
+		{Row: streamBase64, Backend: "local", Via: ViaHTTP, Metric: "output rate", Unit: "MB/s", AtMost: false, Limit: 150,
+			Value: func(r Row) float64 { return r.MBps }, Cond: streamCond},
+	}
+}
+
+// Verdict is a Goal checked against a run.
+type Verdict struct {
+	Row    string  `json:"row"`
+	Target string  `json:"target"`
+	Goal   string  `json:"goal"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit,omitempty"`
+	Pass   bool    `json:"pass"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// verdicts checks every goal whose row was measured.
+func (rep *Report) verdicts() []Verdict {
+	var out []Verdict
+	for _, g := range goals() {
+		for _, r := range rep.Rows {
+			if r.Name != g.Row || r.Backend != g.Backend || r.Via != g.Via {
+				continue
+			}
+			v := g.Value(r)
+			op, pass := ">=", v >= g.Limit
+			if g.AtMost {
+				op, pass = "<=", v <= g.Limit
+			}
+			vd := Verdict{Row: r.Name, Target: r.Target, Value: v, Unit: g.Unit, Pass: pass,
+				Goal: strings.TrimSpace(fmt.Sprintf("%s %s %g %s", g.Metric, op, g.Limit, g.Unit))}
+			if g.Cond != nil {
+				vd.Note = g.Cond(rep.Config)
+			}
+			out = append(out, vd)
+		}
+	}
+	return out
+}
+
+// allPass reports whether every checked target was met.
+func (rep *Report) allPass() bool {
+	for _, v := range rep.verdicts() {
+		if !v.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Ratio compares a backend's HTTP row with its in-process row.
+type Ratio struct {
+	Row        string  `json:"row"`
+	Backend    string  `json:"backend"`
+	P50        float64 `json:"p50"`
+	P99        float64 `json:"p99"`
+	Throughput float64 `json:"throughput"`
+}
+
+// ratios pairs every HTTP row with the in-process row of the same name
+// and backend: HTTP / in-process.
+func (rep *Report) ratios() []Ratio {
+	var out []Ratio
+	for _, h := range rep.Rows {
+		if h.Via != ViaHTTP {
+			continue
+		}
+		for _, in := range rep.Rows {
+			if in.Via != ViaInProcess || in.Name != h.Name || in.Backend != h.Backend {
+				continue
+			}
+			out = append(out, Ratio{Row: h.Name, Backend: h.Backend,
+				P50: div(float64(h.P50), float64(in.P50)), P99: div(float64(h.P99), float64(in.P99)),
+				Throughput: div(h.throughput(), in.throughput())})
+		}
+	}
+	return out
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// throughput is MB/s for data rows, calls/s otherwise.
+func (r Row) throughput() float64 {
+	if r.MBps > 0 {
+		return r.MBps
+	}
+	return r.Throughput
+}
+
+// WriteTable prints the rows, the ratios and the verdicts as aligned
+// text tables.
+func (rep *Report) WriteTable(w io.Writer) {
+	t := &table{header: []string{"ROW", "TARGET", "CALLS", "ERR", "P50 ms", "P90 ms", "P99 ms", "THROUGHPUT", "PEAK RSS", "NOTE"},
+		right: []bool{false, false, true, true, true, true, true, true, true, false}}
+	for _, r := range rep.Rows {
+		tp := fmt.Sprintf("%.0f/s", r.Throughput)
+		if r.MBps > 0 {
+			tp = fmt.Sprintf("%.0f MB/s", r.MBps)
+		}
+		rss := "-"
+		if r.PeakRSS > 0 {
+			rss = fmt.Sprintf("%.1f MiB", mib(r.PeakRSS))
+		}
+		note := r.Note
+		if r.FirstError != "" {
+			note = strings.TrimSpace(note + " first error: " + oneLine(r.FirstError))
+		}
+		t.add(r.Name, r.Target, fmt.Sprint(r.Count), fmt.Sprint(r.Errors),
+			fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), tp, rss, note)
+	}
+	t.write(w)
+
+	if rs := rep.ratios(); len(rs) > 0 {
+		fmt.Fprintln(w, "\nHTTP / in-process")
+		t := &table{header: []string{"ROW", "BACKEND", "P50", "P99", "THROUGHPUT"},
+			right: []bool{false, false, true, true, true}}
+		for _, r := range rs {
+			t.add(r.Row, r.Backend, fmt.Sprintf("%.1fx", r.P50), fmt.Sprintf("%.1fx", r.P99), fmt.Sprintf("%.2fx", r.Throughput))
+		}
+		t.write(w)
+	}
+
+	if vs := rep.verdicts(); len(vs) > 0 {
+		fmt.Fprintln(w, "\nTargets")
+		t := &table{header: []string{"", "ROW", "TARGET", "GOAL", "MEASURED", "NOTE"},
+			right: []bool{false, false, false, false, true, false}}
+		for _, v := range vs {
+			verdict := "PASS"
+			if !v.Pass {
+				verdict = "FAIL"
+			}
+			t.add(verdict, v.Row, v.Target, v.Goal, strings.TrimSpace(fmt.Sprintf("%.3g %s", v.Value, v.Unit)), v.Note)
+		}
+		t.write(w)
+	}
+	for _, f := range rep.Failures {
+		fmt.Fprintf(w, "\nERROR %s\n", f)
+	}
+}
+
+// fmtMs formats a latency in milliseconds with three significant digits.
+func fmtMs(d time.Duration) string {
+	v := ms(d)
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.3f", v)
+	case v < 100:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " | ")
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return s
+}
+
+// formatBytes is a byte count in the largest binary unit that keeps it whole.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// table is a minimal aligned text table.
+type table struct {
+	header []string
+	right  []bool
+	rows   [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer) {
+	width := make([]int, len(t.header))
+	for _, r := range append([][]string{t.header}, t.rows...) {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	for _, r := range append([][]string{t.header}, t.rows...) {
+		var b strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", width[i]-len(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if t.right[i] {
+				b.WriteString(pad + c)
+			} else if i < len(r)-1 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// jsonRow is a Row in the JSON report, with latencies in milliseconds.
+type jsonRow struct {
+	Name         string  `json:"name"`
+	Target       string  `json:"target"`
+	Backend      string  `json:"backend"`
+	Via          string  `json:"via"`
+	Calls        int     `json:"calls"`
+	Errors       int     `json:"errors"`
+	FirstError   string  `json:"firstError,omitempty"`
+	P50Ms        float64 `json:"p50Ms"`
+	P90Ms        float64 `json:"p90Ms"`
+	P99Ms        float64 `json:"p99Ms"`
+	MaxMs        float64 `json:"maxMs"`
+	MeanMs       float64 `json:"meanMs"`
+	ElapsedS     float64 `json:"elapsedS"`
+	CallsPerS    float64 `json:"callsPerS"`
+	MBPerS       float64 `json:"mbPerS,omitempty"`
+	PeakRSSBytes int64   `json:"peakRssBytes"`
+	Note         string  `json:"note,omitempty"`
+}
+
+// WriteJSON writes the report as indented JSON to path.
+func (rep *Report) WriteJSON(path string) error {
+	rows := make([]jsonRow, 0, len(rep.Rows))
+	for _, r := range rep.Rows {
+		rows = append(rows, jsonRow{
+			Name: r.Name, Target: r.Target, Backend: r.Backend, Via: r.Via,
+			Calls: r.Count, Errors: r.Errors, FirstError: r.FirstError,
+			P50Ms: ms(r.P50), P90Ms: ms(r.P90), P99Ms: ms(r.P99), MaxMs: ms(r.Max), MeanMs: ms(r.Mean),
+			ElapsedS: r.Elapsed.Seconds(), CallsPerS: r.Throughput, MBPerS: r.MBps,
+			PeakRSSBytes: r.PeakRSS, Note: r.Note,
+		})
+	}
+	cfg := rep.Config
+	doc := map[string]any{
+		"started": rep.Started.UTC().Format(time.RFC3339),
+		"runtime": runtimeInfo(),
+		"config": map[string]any{
+			"duration": cfg.Duration.String(), "opTime": cfg.OpTime.String(), "clients": cfg.Clients,
+			"rate": cfg.Rate, "streamBytes": cfg.StreamBytes, "streamRuns": cfg.StreamRuns,
+			"only": cfg.Only, "brokerLogLevel": cfg.BrokerLogLevel, "quick": cfg.Quick,
+		},
+		"results":  rows,
+		"ratios":   rep.ratios(),
+		"targets":  rep.verdicts(),
+		"failures": rep.Failures,
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

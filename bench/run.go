@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is one run's settings (see the flags in main.go).
+type Config struct {
+	Duration       time.Duration // length of load.mixed
+	OpTime         time.Duration // per latency row and target
+	Clients        int           // load.mixed clients
+	Rate           float64       // calls/s per load client; 0 = back to back
+	StreamBytes    int64         // input bytes of stream.base64
+	StreamRuns     int           // repetitions of stream.base64
+	Only           string        // regexp over row names
+	BrokerBin      string
+	BrokerLogLevel string
+	SampleEvery    time.Duration // RSS sampling interval
+	Quick          bool
+}
+
+// defaultConfig is a full run: the targets' conditions.
+func defaultConfig() Config {
+	return Config{
+		Duration:       30 * time.Second,
+		OpTime:         2 * time.Second,
+		Clients:        256,
+		Rate:           10,
+		StreamBytes:    1 << 30,
+		StreamRuns:     1,
+		BrokerLogLevel: "info",
+		SampleEvery:    10 * time.Millisecond,
+	}
+}
+
+// quickConfig turns c into the -quick smoke run, keeping the values of
+// the flags in explicit.
+func quickConfig(c Config, explicit map[string]bool) Config {
+	c.Quick = true
+	if !explicit["duration"] {
+		c.Duration = 3 * time.Second
+	}
+	if !explicit["op-time"] {
+		c.OpTime = 200 * time.Millisecond
+	}
+	if !explicit["stream-bytes"] {
+		c.StreamBytes = 64 << 20
+	}
+	return c
+}
+
+// Validate rejects settings that cannot run.
+func (c Config) Validate() error {
+	switch {
+	case c.Duration <= 0, c.OpTime <= 0:
+		return errors.New("-duration and -op-time must be positive")
+	case c.Clients < 1:
+		return errors.New("-clients must be at least 1")
+	case c.Rate < 0:
+		return errors.New("-rate must not be negative")
+	case c.StreamBytes < 0, c.StreamRuns < 1:
+		return errors.New("-stream-bytes must not be negative and -stream-runs must be at least 1")
+	case c.SampleEvery <= 0:
+		return errors.New("the RSS sampling interval must be positive")
+	}
+	if _, err := regexp.Compile(c.Only); err != nil {
+		return fmt.Errorf("-only: %w", err)
+	}
+	return nil
+}
+
+// Env is what targets and scenarios share during a run.
+type Env struct {
+	Config  Config
+	Logger  *slog.Logger
+	TempDir string
+
+	buildOnce sync.Once
+	bin       string
+	buildErr  error
+}
+
+// brokerBinary returns Config.BrokerBin, or builds ./cmd/broker of this
+// module once into the run's temporary directory.
+func (e *Env) brokerBinary(ctx context.Context) (string, error) {
+	if e.Config.BrokerBin != "" {
+		return e.Config.BrokerBin, nil
+	}
+	e.buildOnce.Do(func() {
+		gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		if err != nil {
+			e.buildErr = fmt.Errorf("finding the module: %w", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(gomod)))
+		bin := filepath.Join(e.TempDir, "broker")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/broker")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			e.buildErr = fmt.Errorf("building ./cmd/broker: %w\n%s", err, out)
+			return
+		}
+		e.bin = bin
+	})
+	return e.bin, e.buildErr
+}
+
+// Row is a Result with the target it was measured on.
+type Row struct {
+	Result
+	Target  string
+	Backend string
+	Via     string
+}
+
+// Report is everything a run measured.
+type Report struct {
+	Started  time.Time
+	Config   Config
+	Rows     []Row
+	Failures []string
+}
+
+// run runs every scenario on every target, logging progress to
+// progress, and returns the report. A scenario that fails on a target
+// is recorded in Failures and the run goes on.
+func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Writer) (*Report, error) {
+	only, err := regexp.Compile(cfg.Only)
+	if err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "wsbroker-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	env := &Env{Config: cfg, Logger: logger, TempDir: tmp}
+	rep := &Report{Started: time.Now(), Config: cfg}
+	for _, sc := range scenarios() {
+		var rows []string
+		for _, r := range sc.Rows(cfg) {
+			if only.MatchString(r) {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		for _, t := range targets() {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			fmt.Fprintf(progress, "bench: %s on %s\n", strings.Join(rows, ", "), t.Name)
+			res, err := runOn(ctx, env, sc, t, rows)
+			if err != nil {
+				msg := fmt.Sprintf("%s on %s: %v", rows[0], t.Name, err)
+				rep.Failures = append(rep.Failures, msg)
+				fmt.Fprintf(progress, "bench: FAILED %s\n", msg)
+			}
+			for _, r := range res {
+				rep.Rows = append(rep.Rows, Row{Result: r, Target: t.Name, Backend: t.Backend, Via: t.Via})
+			}
+		}
+	}
+	return rep, nil
+}
+
+// runOn runs one scenario on a fresh session of one target.
+func runOn(ctx context.Context, env *Env, sc Scenario, t Target, rows []string) ([]Result, error) {
+	s, err := t.Setup(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	res, err := sc.Run(ctx, env, s, rows)
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if cerr := s.Close(closeCtx); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close: %w", cerr))
+	}
+	return res, err
+}
+
+// runtimeInfo describes the machine for the report.
+func runtimeInfo() map[string]any {
+	return map[string]any{
+		"goVersion": runtime.Version(),
+		"os":        runtime.GOOS,
+		"arch":      runtime.GOARCH,
+		"cpus":      runtime.NumCPU(),
+	}
+}

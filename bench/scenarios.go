@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Result is one measured row for one target.
+type Result struct {
+	Name string
+	Stats
+	// PeakRSS is the peak resident set size in bytes of the process doing
+	// the work while the row ran; 0 when unknown.
+	PeakRSS int64
+	// MBps, when set, is the throughput in bytes (1e6) per second, for
+	// rows that move data rather than count calls.
+	MBps float64
+	Note string
+}
+
+// Scenario measures a group of rows on one fresh session of a target.
+type Scenario struct {
+	// Rows lists the row names the scenario can produce.
+	Rows func(cfg Config) []string
+	// Run measures rows (a non-empty subset of Rows, in order). A row
+	// the target's clients lack is skipped.
+	Run func(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error)
+}
+
+// scenarios lists every scenario of a run, in table order.
+func scenarios() []Scenario {
+	return []Scenario{
+		{Rows: func(Config) []string { return latencyOps }, Run: runLatency},
+		{Rows: func(Config) []string { return loadRows() }, Run: runLoad},
+		{Rows: func(Config) []string { return []string{streamBase64} }, Run: runStream},
+	}
+}
+
+// Per-call latency: one caller, warm-up first, then calls for OpTime.
+const (
+	warmupCalls = 20
+	minCalls    = 5
+	maxCalls    = 200_000
+)
+
+func runLatency(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
+	cl, err := s.NewClient(0)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, name := range rows {
+		op, ok := cl[name]
+		if !ok {
+			continue
+		}
+		for range warmupCalls {
+			if err := op(ctx); err != nil {
+				return nil, fmt.Errorf("%s (warm-up): %w", name, err)
+			}
+		}
+		rss := StartRSS(s.PID, env.Config.SampleEvery)
+		var rec Recorder
+		start := time.Now()
+		deadline := start.Add(env.Config.OpTime)
+		rec.Start(start)
+		for i := 0; i < maxCalls && (i < minCalls || time.Now().Before(deadline)); i++ {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			t0 := time.Now()
+			err := op(ctx)
+			rec.Record(time.Since(t0), err)
+		}
+		rec.Stop(time.Now())
+		out = append(out, Result{Name: name, Stats: rec.Stats(), PeakRSS: rss.Stop()})
+	}
+	return out, nil
+}
+
+// loadMixed is the mixed workload of many concurrent clients: read,
+// write, stat, ls, bash `true` and grep, as operations.
+const loadMixed = "load.mixed"
+
+var loadMix = []string{opRead4K, opWrite4K, opStat, opReadDir, opExecTrue, opSearch}
+
+// loadRows are the load scenario's rows: the whole mix, then each kind
+// of call within it.
+func loadRows() []string {
+	rows := []string{loadMixed}
+	for _, op := range loadMix {
+		rows = append(rows, loadMixed+"/"+op)
+	}
+	return rows
+}
+
+// runLoad runs Clients concurrent clients for Duration. Each issues the
+// mix in turn, starting at a different op so every kind is in flight at
+// every moment. With Rate > 0 each client is paced at Rate calls per
+// second and a call's latency counts from its scheduled start, so a
+// stalled server is charged for the calls queued behind it (no
+// coordinated omission); with Rate 0 clients call back to back.
+func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
+	cfg := env.Config
+	clients := make([]Client, cfg.Clients)
+	for i := range clients {
+		cl, err := s.NewClient(i)
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range loadMix {
+			if _, ok := cl[op]; !ok {
+				return nil, nil // the target cannot run the mix
+			}
+		}
+		clients[i] = cl
+	}
+	// Warm-up: every client runs the mix once (connections, page cache).
+	if err := forEachClient(clients, func(i int, cl Client) error {
+		for _, op := range loadMix {
+			if err := cl[op](ctx); err != nil {
+				return fmt.Errorf("%s warm-up, client %d, %s: %w", loadMixed, i, op, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+
+	total := &Recorder{}
+	perOp := map[string]*Recorder{}
+	for _, op := range loadMix {
+		perOp[op] = &Recorder{}
+	}
+	rss := StartRSS(s.PID, cfg.SampleEvery)
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	// Calls still running at the end are waited for, but not forever.
+	ctx, cancel := context.WithDeadline(ctx, end.Add(time.Minute))
+	defer cancel()
+	var interval time.Duration
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(time.Second) / cfg.Rate)
+	}
+	_ = forEachClient(clients, func(i int, cl Client) error {
+		phase := time.Duration(0)
+		if interval > 0 {
+			phase = interval * time.Duration(i) / time.Duration(len(clients))
+		}
+		for k := 0; ctx.Err() == nil; k++ {
+			sched := time.Now()
+			if interval > 0 {
+				sched = start.Add(phase + time.Duration(k)*interval)
+				if d := time.Until(sched); d > 0 {
+					time.Sleep(d)
+				}
+			}
+			if !sched.Before(end) {
+				return nil
+			}
+			name := loadMix[(i+k)%len(loadMix)]
+			err := cl[name](ctx)
+			lat := time.Since(sched)
+			total.Record(lat, err)
+			perOp[name].Record(lat, err)
+		}
+		return nil
+	})
+	stop := time.Now()
+	peak := rss.Stop()
+	note := fmt.Sprintf("%d clients, closed loop", cfg.Clients)
+	if interval > 0 {
+		note = fmt.Sprintf("%d clients x %g calls/s", cfg.Clients, cfg.Rate)
+	}
+	var out []Result
+	for _, row := range rows {
+		rec := total
+		if row != loadMixed {
+			rec = perOp[row[len(loadMixed)+1:]]
+		}
+		rec.Start(start)
+		rec.Stop(stop)
+		out = append(out, Result{Name: row, Stats: rec.Stats(), PeakRSS: peak, Note: note})
+	}
+	return out, nil
+}
+
+// forEachClient runs fn for every client concurrently and returns the
+// first error.
+func forEachClient(clients []Client, fn func(i int, cl Client) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(clients))
+	for i, cl := range clients {
+		wg.Go(func() { errs[i] = fn(i, cl) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runStream pipes StreamBytes of zeros through base64 in the bash tool,
+// StreamRuns times, and reports the output rate (base64 bytes produced
+// per second of wall time) and the peak RSS.
+func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
+	cl, err := s.NewClient(0)
+	if err != nil {
+		return nil, err
+	}
+	op, ok := cl[streamBase64]
+	if !ok {
+		return nil, nil
+	}
+	cfg := env.Config
+	rss := StartRSS(s.PID, cfg.SampleEvery)
+	var rec Recorder
+	start := time.Now()
+	rec.Start(start)
+	for range cfg.StreamRuns {
+		t0 := time.Now()
+		err := op(ctx)
+		rec.Record(time.Since(t0), err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	rec.Stop(time.Now())
+	st := rec.Stats()
+	out := float64(base64Len(cfg.StreamBytes)) * float64(st.Count-st.Errors)
+	return []Result{{
+		Name:    streamBase64,
+		Stats:   st,
+		PeakRSS: rss.Stop(),
+		MBps:    out / 1e6 / st.Elapsed.Seconds(),
+		Note:    fmt.Sprintf("head -c %s /dev/zero | base64, bash tool, streamed", formatBytes(cfg.StreamBytes)),
+	}}, nil
+}
