@@ -99,6 +99,15 @@ func (s *suite) exec(t *testing.T) {
 		_, err = ws.Stat(ctxOf(t), "ran")
 		wantKind(t, err, opsapi.ErrNotExist)
 	})
+	t.Run("Exec_NUL_in_command_or_env_is_ErrInvalid", func(t *testing.T) {
+		ws := s.parallel(t)
+		_, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "touch ran\x00; echo"})
+		wantKind(t, err, opsapi.ErrInvalid)
+		_, err = ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "touch ran", Env: []string{"K=a\x00b"}})
+		wantKind(t, err, opsapi.ErrInvalid)
+		_, err = ws.Stat(ctxOf(t), "ran")
+		wantKind(t, err, opsapi.ErrNotExist)
+	})
 	t.Run("Exec_nil_Output_discards_and_sets_Duration", func(t *testing.T) {
 		ws := s.parallel(t)
 		res, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "echo discarded; sleep 0.2"})

@@ -234,6 +234,23 @@ func (s *suite) files(t *testing.T) {
 		}
 		eq(t, "listing", fmt.Sprint(names(t, ws, "d")), "[one]")
 	})
+	t.Run("NUL_in_a_path_is_ErrInvalid_for_every_op", func(t *testing.T) {
+		// security-cases §17: a NUL must not truncate the path to "a".
+		ws := s.parallel(t)
+		put(t, ws, "a", "x")
+		const p = "a\x00b"
+		_, err := ws.Open(ctxOf(t), p)
+		wantKind(t, err, opsapi.ErrInvalid)
+		wantKind(t, ws.Access(ctxOf(t), p, opsapi.AccessRead), opsapi.ErrInvalid)
+		wantKind(t, ws.WriteFile(ctxOf(t), p, strings.NewReader("y")), opsapi.ErrInvalid)
+		wantKind(t, ws.Mkdir(ctxOf(t), "d\x00"), opsapi.ErrInvalid)
+		_, err = ws.Stat(ctxOf(t), p)
+		wantKind(t, err, opsapi.ErrInvalid)
+		_, err = ws.ReadDir(ctxOf(t), ".\x00")
+		wantKind(t, err, opsapi.ErrInvalid)
+		eq(t, "content of a", get(t, ws, "a"), "x")
+		eq(t, "listing", fmt.Sprint(names(t, ws, ".")), "[a]")
+	})
 	t.Run("Mkdir_creates_missing_parents", func(t *testing.T) {
 		ws := s.parallel(t)
 		must(t, ws.Mkdir(ctxOf(t), "a/b/c"))
