@@ -230,10 +230,11 @@ func innermostMessage(err error) string {
 
 // editOutcome is a successful application of edits.
 type editOutcome struct {
-	content string   // the new text, original line endings kept, no BOM
-	oldLF   string   // the old text with every line ending as "\n"
-	newLF   string   // the new text likewise
-	ops     []diffOp // line diff from oldLF to newLF
+	content string          // the new text, original line endings kept, no BOM
+	oldLF   string          // the old text with every line ending as "\n"
+	newLF   string          // the new text likewise
+	ops     []diffOp        // line diff from oldLF to newLF
+	reps    []lfReplacement // what changed, in oldLF, whole lines after a fuzzy match
 }
 
 // applyEdits applies edits to content (without BOM) the way pi 1.6.0
@@ -334,6 +335,7 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		oldLF:   lf,
 		newLF:   newLF,
 		ops:     ops,
+		reps:    reps,
 	}, nil
 }
 
