@@ -56,7 +56,7 @@ func (t *findTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 			return Result{}, errAborted
 		}
 		if pathMissing(err) {
-			return Result{}, fmt.Errorf("Path not found: %s", searchPath)
+			return Result{}, toolErrorf("Path not found: %s", searchPath)
 		}
 		return Result{}, err
 	}

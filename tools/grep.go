@@ -64,7 +64,7 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 			return Result{}, errAborted
 		}
 		if pathMissing(err) {
-			return Result{}, fmt.Errorf("Path not found: %s", searchPath)
+			return Result{}, toolErrorf("Path not found: %s", searchPath)
 		}
 		return Result{}, err
 	}

@@ -87,19 +87,19 @@ func (t *lsTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc)
 			return Result{}, errAborted
 		}
 		if pathMissing(err) {
-			return Result{}, fmt.Errorf("Path not found: %s", dirPath)
+			return Result{}, toolErrorf("Path not found: %s", dirPath)
 		}
 		return Result{}, err
 	}
 	if !fi.IsDir() {
-		return Result{}, fmt.Errorf("Not a directory: %s", dirPath)
+		return Result{}, toolErrorf("Not a directory: %s", dirPath)
 	}
 	entries, err := t.ops.ReadDir(ctx, dirPath)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, errAborted
 		}
-		return Result{}, fmt.Errorf("Cannot read directory: %s", nodeErr(err, "scandir", dirPath).Error())
+		return Result{}, toolErrorf("Cannot read directory: %s", nodeErr(err, "scandir", dirPath).Error())
 	}
 	sortEntries(entries)
 

@@ -40,7 +40,7 @@ func TestQueueSameFileRunsInCallOrder(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		close(started)
-		q.Do(context.Background(), "/w/f", func() error {
+		_ = q.Do(context.Background(), "/w/f", func() error {
 			mu.Lock()
 			order = append(order, 1)
 			mu.Unlock()
@@ -51,7 +51,7 @@ func TestQueueSameFileRunsInCallOrder(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // let call 1 reach RealPath
 	go func() {
 		defer wg.Done()
-		q.Do(context.Background(), "/w/./f", func() error {
+		_ = q.Do(context.Background(), "/w/./f", func() error {
 			mu.Lock()
 			order = append(order, 2)
 			mu.Unlock()
@@ -73,7 +73,7 @@ func TestQueueSerializesOneFile(t *testing.T) {
 	q := NewMutationQueue(nil)
 	gate := make(chan struct{})
 	holding := make(chan struct{})
-	go q.Do(context.Background(), "/w/x", func() error { close(holding); <-gate; return nil })
+	go func() { _ = q.Do(context.Background(), "/w/x", func() error { close(holding); <-gate; return nil }) }()
 	<-holding
 
 	const n = 20
@@ -85,7 +85,7 @@ func TestQueueSerializesOneFile(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q.Do(context.Background(), "/w/x", func() error {
+			_ = q.Do(context.Background(), "/w/x", func() error {
 				mu.Lock()
 				active++
 				maxActive = max(maxActive, active)
@@ -219,7 +219,7 @@ func TestQueueResolverErrors(t *testing.T) {
 func TestQueueAbortWhileWaiting(t *testing.T) {
 	q := NewMutationQueue(nil)
 	holding, release := make(chan struct{}), make(chan struct{})
-	go q.Do(context.Background(), "/w/f", func() error { close(holding); <-release; return nil })
+	go func() { _ = q.Do(context.Background(), "/w/f", func() error { close(holding); <-release; return nil }) }()
 	<-holding
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -232,7 +232,7 @@ func TestQueueAbortWhileWaiting(t *testing.T) {
 	}
 	// A third call must still wait for the first holder.
 	third := make(chan struct{})
-	go q.Do(context.Background(), "/w/f", func() error { close(third); return nil })
+	go func() { _ = q.Do(context.Background(), "/w/f", func() error { close(third); return nil }) }()
 	select {
 	case <-third:
 		t.Fatal("third call overtook the holder after an abort")

@@ -121,7 +121,7 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 		offsetShown = int(math.Floor(*args.Offset))
 	}
 	if startLine >= total {
-		return Result{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", offsetShown, total)
+		return Result{}, toolErrorf("Offset %d is beyond end of file (%d lines total)", offsetShown, total)
 	}
 	userLimited := 0
 	if hasLimit {

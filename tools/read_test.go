@@ -178,7 +178,7 @@ func TestReadStreamsLargeFileInBoundedMemory(t *testing.T) {
 	r := call(t, tb, "read", `{"path":"huge.log"}`)
 	runtime.ReadMemStats(&after)
 	got := text(t, r)
-	total := size/100 + 1 // the final newline starts an empty last line
+	total := size/100 + 1                // the final newline starts an empty last line
 	shown := (DefaultMaxBytes + 1) / 100 // 99 characters and a newline each
 	wantNotice := fmt.Sprintf("\n\n[Showing lines 1-%d of %d (50.0KB limit). Use offset=%d to continue.]", shown, total, shown+1)
 	if !strings.HasSuffix(got, wantNotice) {

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -12,8 +11,18 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
+// toolError is an error whose text is exactly what pi shows the model.
+// pi's texts are capitalized sentences, unlike Go error strings, so they
+// are built with toolErrorf rather than errors.New or fmt.Errorf.
+type toolError string
+
+func (e toolError) Error() string { return string(e) }
+
+// toolErrorf formats one of pi's error texts.
+func toolErrorf(format string, a ...any) error { return toolError(fmt.Sprintf(format, a...)) }
+
 // errAborted is pi's text for every tool interrupted by its abort signal.
-var errAborted = errors.New("Operation aborted")
+var errAborted error = toolError("Operation aborted")
 
 // checkAbort returns errAborted once ctx has ended, nil before.
 func checkAbort(ctx context.Context) error {

@@ -163,7 +163,9 @@ func TestCallNonObjectArguments(t *testing.T) {
 
 type panicTool struct{}
 
-func (panicTool) Definition() Definition { return Definition{Name: "boom", Parameters: json.RawMessage(`{"type":"object"}`)} }
+func (panicTool) Definition() Definition {
+	return Definition{Name: "boom", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
 func (panicTool) Execute(context.Context, json.RawMessage, UpdateFunc) (Result, error) {
 	panic("kaboom")
 }
