@@ -98,9 +98,12 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 }
 
 // canceledResult is what Exec reports when ctx ended before the broker's
-// exit line arrived: the broker killed the tree when the request closed.
+// exit line arrived: closing the request made the broker kill the tree,
+// whose own exit status can no longer reach us. It reports the SIGTERM
+// that a kill starts with, as a local backend would for a command that
+// obeys it.
 func canceledResult(ctx context.Context, start time.Time) opsapi.ExecResult {
-	res := opsapi.ExecResult{Duration: time.Since(start), ExitCode: 128 + 9, Signal: "SIGKILL"}
+	res := opsapi.ExecResult{Duration: time.Since(start), ExitCode: 128 + 15, Signal: "SIGTERM"}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		res.TimedOut = true
 	} else {
