@@ -116,12 +116,12 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 		return Result{}, err
 	}
 
-	offsetShown := 0
-	if args.Offset != nil {
-		offsetShown = int(math.Floor(*args.Offset))
-	}
 	if startLine >= total {
-		return Result{}, toolErrorf("Offset %d is beyond end of file (%d lines total)", offsetShown, total)
+		offset := 0.0 // only a truthy offset can pass the end
+		if args.Offset != nil {
+			offset = *args.Offset
+		}
+		return Result{}, toolErrorf("Offset %s is beyond end of file (%d lines total)", jsNumber(offset), total)
 	}
 	userLimited := 0
 	if hasLimit {

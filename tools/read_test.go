@@ -61,6 +61,8 @@ func TestReadText(t *testing.T) {
 	f.addFile("three.txt", "a\nb\nc")
 	wantText(t, call(t, tb, "read", `{"path":"three.txt","offset":100}`), true,
 		"Offset 100 is beyond end of file (3 lines total)")
+	wantText(t, call(t, tb, "read", `{"path":"three.txt","offset":1e300}`), true,
+		"Offset 1e+300 is beyond end of file (3 lines total)")
 	// The trailing newline still counts as a line for the total.
 	f.addFile("three-nl.txt", "a\nb\nc\n")
 	wantText(t, call(t, tb, "read", `{"path":"three-nl.txt","offset":5}`), true,
