@@ -317,7 +317,7 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		}
 		return fmt.Errorf("No changes made to %s. The replacements produced identical content.", path)
 	}
-	if applyReplacements(base, reps) == base {
+	if !replacementsChange(base, reps) {
 		return editOutcome{}, noChange()
 	}
 	if usedFuzzy {
@@ -337,6 +337,32 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		ops:     ops,
 		reps:    reps,
 	}, nil
+}
+
+// replacementsChange reports whether applying reps to s changes it,
+// without building the result.
+func replacementsChange(s string, reps []lfReplacement) bool {
+	delta := 0
+	for _, r := range reps {
+		delta += len(r.text) - (r.end - r.start)
+	}
+	if delta != 0 {
+		return true
+	}
+	pos := 0 // how much of s the result has been compared with
+	same := func(piece string) bool {
+		ok := s[pos:pos+len(piece)] == piece
+		pos += len(piece)
+		return ok
+	}
+	prev := 0
+	for _, r := range reps {
+		if !same(s[prev:r.start]) || !same(r.text) {
+			return true
+		}
+		prev = r.end
+	}
+	return !same(s[prev:])
 }
 
 // normalizeLF turns CRLF and lone CR into LF.
@@ -426,43 +452,38 @@ func lineOf(starts []int, off int) int {
 	return sort.Search(len(starts), func(i int) bool { return starts[i] > off }) - 1
 }
 
-// endings indexes a text's lines with their original endings, so that
-// offsets in its LF-normalized form can be mapped back.
+// endings maps a text to its LF-normalized form and back. Only the lines
+// that do not end in "\n" are recorded, so a plain LF file costs nothing.
 type endings struct {
-	text     string
-	lf       string
-	lfStarts []int    // line starts in lf
-	starts   []int    // line starts in text
-	eols     []string // each line's ending: "\n", "\r\n", "\r" or "" (last line)
+	text string
+	lf   string
+	crlf []int // lf offsets of the "\n" of each line that ended in "\r\n"
+	cr   []int // lf offsets of the "\n" of each line that ended in a lone "\r"
 }
 
 func indexEndings(text string) *endings {
-	e := &endings{text: text, lfStarts: []int{0}, starts: []int{0}}
+	e := &endings{text: text, lf: text}
+	if strings.IndexByte(text, '\r') < 0 {
+		return e
+	}
 	var b strings.Builder
 	b.Grow(len(text))
 	seg := 0
 	for i := 0; i < len(text); i++ {
-		var eol string
-		switch {
-		case text[i] == '\n':
-			eol = "\n"
-		case text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n':
-			eol = "\r\n"
-		case text[i] == '\r':
-			eol = "\r"
-		default:
+		if text[i] != '\r' {
 			continue
 		}
 		b.WriteString(text[seg:i])
+		if i+1 < len(text) && text[i+1] == '\n' {
+			e.crlf = append(e.crlf, b.Len())
+			i++
+		} else {
+			e.cr = append(e.cr, b.Len())
+		}
 		b.WriteByte('\n')
-		e.eols = append(e.eols, eol)
-		i += len(eol) - 1
 		seg = i + 1
-		e.starts = append(e.starts, seg)
-		e.lfStarts = append(e.lfStarts, b.Len())
 	}
 	b.WriteString(text[seg:])
-	e.eols = append(e.eols, "")
 	e.lf = b.String()
 	return e
 }
@@ -470,18 +491,29 @@ func indexEndings(text string) *endings {
 // toText maps an offset of lf to text: a position at a line's "\n" maps to
 // the start of that line's ending, so a match never splits a CRLF.
 func (e *endings) toText(off int) int {
-	i := lineOf(e.lfStarts, off)
-	return e.starts[i] + off - e.lfStarts[i]
+	return off + sort.SearchInts(e.crlf, off) // each earlier CRLF is one byte longer
+}
+
+// eolAt is the original ending of the line whose "\n" is at lf offset p.
+func (e *endings) eolAt(p int) string {
+	if i := sort.SearchInts(e.crlf, p); i < len(e.crlf) && e.crlf[i] == p {
+		return "\r\n"
+	}
+	if i := sort.SearchInts(e.cr, p); i < len(e.cr) && e.cr[i] == p {
+		return "\r"
+	}
+	return "\n"
 }
 
 // newlineFor is the ending inserted newlines get in a replacement that
-// starts on line i: that line's own, else (the last line has none) the
-// nearest earlier line's, else "\n".
-func (e *endings) newlineFor(i int) string {
-	for ; i >= 0; i-- {
-		if e.eols[i] != "" {
-			return e.eols[i]
-		}
+// starts at lf offset off: its line's own, else (the last line has none)
+// the previous line's, else "\n".
+func (e *endings) newlineFor(off int) string {
+	if i := strings.IndexByte(e.lf[off:], '\n'); i >= 0 {
+		return e.eolAt(off + i)
+	}
+	if i := strings.LastIndexByte(e.lf[:off], '\n'); i >= 0 {
+		return e.eolAt(i)
 	}
 	return "\n"
 }
@@ -506,7 +538,7 @@ func (e *endings) splice(reps []lfReplacement) string {
 	for _, r := range reps {
 		start, end := e.toText(r.start), e.toText(r.end)
 		write(e.text[prev:start])
-		write(strings.ReplaceAll(r.text, "\n", e.newlineFor(lineOf(e.lfStarts, r.start))))
+		write(strings.ReplaceAll(r.text, "\n", e.newlineFor(r.start)))
 		prev = end
 	}
 	write(e.text[prev:])

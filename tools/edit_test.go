@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"sync"
@@ -601,5 +602,31 @@ func TestEditApplyEditsPure(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(out.content), []byte("\xffkeep")) {
 		t.Error("invalid UTF-8 lost")
+	}
+}
+
+func TestEditReplacementsChange(t *testing.T) {
+	// "aa"->"a" plus "b"->"ab" rebuilds "aab": no change although both
+	// replacements differ from what they replace.
+	if replacementsChange("aab", []lfReplacement{{0, 2, "a"}, {2, 3, "ab"}}) {
+		t.Error(`"aab" reported changed`)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 5000; i++ {
+		s := randomText(r, 6)
+		var reps []lfReplacement
+		for pos := 0; pos < len(s) && len(reps) < 3; {
+			start := pos + r.IntN(len(s)-pos)
+			end := start + 1 + r.IntN(min(3, len(s)-start))
+			text := s[start:end]
+			if r.IntN(2) == 0 {
+				text = randomText(r, 1)
+			}
+			reps = append(reps, lfReplacement{start, end, text})
+			pos = end
+		}
+		if got, want := replacementsChange(s, reps), applyReplacements(s, reps) != s; got != want {
+			t.Fatalf("replacementsChange(%q, %+v) = %v, want %v", s, reps, got, want)
+		}
 	}
 }

@@ -31,10 +31,68 @@ const (
 // diffOp is a run of lines that are equal (' '), removed ('-') or added
 // ('+'). Each line keeps its trailing "\n"; only a file's last line may
 // lack it, and then it differs from the same text with a newline, as in
-// jsdiff.
+// jsdiff. The lines are held as chunks of whole lines, so that the long
+// equal runs between the edits of a big file are substrings of it rather
+// than one string per line.
 type diffOp struct {
-	kind  byte
-	lines []string
+	kind   byte
+	chunks []string
+	n      int // number of lines
+}
+
+// lineCount counts the lines of a chunk of whole lines.
+func lineCount(chunk string) int {
+	n := strings.Count(chunk, "\n")
+	if chunk != "" && chunk[len(chunk)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// lines returns every line of the run.
+func (op diffOp) lines() []string {
+	out := make([]string, 0, op.n)
+	for _, c := range op.chunks {
+		out = append(out, splitLinesKeep(c)...)
+	}
+	return out
+}
+
+// head returns the first k lines (all when there are fewer).
+func (op diffOp) head(k int) []string {
+	var out []string
+	for _, c := range op.chunks {
+		for c != "" && len(out) < k {
+			i := strings.IndexByte(c, '\n') + 1
+			if i == 0 {
+				i = len(c)
+			}
+			out = append(out, c[:i])
+			c = c[i:]
+		}
+		if len(out) == k {
+			break
+		}
+	}
+	return out
+}
+
+// tail returns the last k lines (all when there are fewer).
+func (op diffOp) tail(k int) []string {
+	var rev []string
+	for j := len(op.chunks) - 1; j >= 0 && len(rev) < k; j-- {
+		c := op.chunks[j]
+		for c != "" && len(rev) < k {
+			i := strings.LastIndexByte(c[:len(c)-1], '\n') + 1
+			rev = append(rev, c[i:])
+			c = c[:i]
+		}
+	}
+	out := make([]string, len(rev))
+	for i, l := range rev {
+		out[len(rev)-1-i] = l
+	}
+	return out
 }
 
 // splitLinesKeep splits s into lines that keep their "\n".
@@ -111,12 +169,12 @@ func replacementDiff(old string, reps []lfReplacement) (newText string, ops []di
 			}
 			we = lineEndAfter(old, we, we+1)
 		}
-		b.equal(splitLinesKeep(old[prevOld:ws]))
+		b.equalText(old[prevOld:ws])
 		b.diff(splitLinesKeep(old[ws:we]), splitLinesKeep(newText[ws+delta:we+delta+wdelta]))
 		prevOld = we
 		delta += wdelta
 	}
-	b.equal(splitLinesKeep(old[prevOld:]))
+	b.equalText(old[prevOld:])
 	return newText, b.finish()
 }
 
@@ -147,24 +205,37 @@ type opBuilder struct {
 
 func (b *opBuilder) flush() {
 	if len(b.del) > 0 {
-		b.ops = append(b.ops, diffOp{kind: '-', lines: b.del})
+		b.ops = append(b.ops, diffOp{kind: '-', chunks: b.del, n: len(b.del)})
 	}
 	if len(b.ins) > 0 {
-		b.ops = append(b.ops, diffOp{kind: '+', lines: b.ins})
+		b.ops = append(b.ops, diffOp{kind: '+', chunks: b.ins, n: len(b.ins)})
 	}
 	b.del, b.ins = nil, nil
 }
 
+// equal appends equal lines.
 func (b *opBuilder) equal(lines []string) {
-	if len(lines) == 0 {
+	for _, l := range lines {
+		b.equalChunk(l, 1)
+	}
+}
+
+// equalText appends a text of whole equal lines as one chunk.
+func (b *opBuilder) equalText(text string) {
+	b.equalChunk(text, lineCount(text))
+}
+
+func (b *opBuilder) equalChunk(chunk string, n int) {
+	if n == 0 {
 		return
 	}
 	b.flush()
-	if n := len(b.ops); n > 0 && b.ops[n-1].kind == ' ' {
-		b.ops[n-1].lines = append(b.ops[n-1].lines[:len(b.ops[n-1].lines):len(b.ops[n-1].lines)], lines...)
+	if k := len(b.ops); k > 0 && b.ops[k-1].kind == ' ' {
+		b.ops[k-1].chunks = append(b.ops[k-1].chunks, chunk)
+		b.ops[k-1].n += n
 		return
 	}
-	b.ops = append(b.ops, diffOp{kind: ' ', lines: lines})
+	b.ops = append(b.ops, diffOp{kind: ' ', chunks: []string{chunk}, n: n})
 }
 
 func (b *opBuilder) remove(lines ...string) { b.del = append(b.del, lines...) }
@@ -313,7 +384,7 @@ func displayDiff(oldText, newText string, ops []diffOp) (diff string, firstChang
 			if firstChanged == 0 {
 				firstChanged = newNum
 			}
-			for _, l := range op.lines {
+			for _, l := range op.lines() {
 				if op.kind == '+' {
 					out = append(out, "+"+pad(newNum)+" "+strings.TrimSuffix(l, "\n"))
 					newNum++
@@ -325,33 +396,29 @@ func displayDiff(oldText, newText string, ops []diffOp) (diff string, firstChang
 			lastWasChange = true
 			continue
 		}
-		lines := op.lines
 		nextIsChange := i+1 < len(ops)
 		switch {
 		case lastWasChange && nextIsChange:
-			if len(lines) > 2*diffContext {
-				context(lines[:diffContext])
-				skip(len(lines) - 2*diffContext)
-				context(lines[len(lines)-diffContext:])
+			if op.n > 2*diffContext {
+				context(op.head(diffContext))
+				skip(op.n - 2*diffContext)
+				context(op.tail(diffContext))
 			} else {
-				context(lines)
+				context(op.lines())
 			}
 		case nextIsChange:
-			if len(lines) > diffContext {
-				skip(len(lines) - diffContext)
-				lines = lines[len(lines)-diffContext:]
+			if op.n > diffContext {
+				skip(op.n - diffContext)
 			}
-			context(lines)
+			context(op.tail(diffContext))
 		case lastWasChange:
-			if len(lines) > diffContext {
-				context(lines[:diffContext])
-				skip(len(lines) - diffContext)
-			} else {
-				context(lines)
+			context(op.head(diffContext))
+			if op.n > diffContext {
+				skip(op.n - diffContext)
 			}
 		default:
-			oldNum += len(lines)
-			newNum += len(lines)
+			oldNum += op.n
+			newNum += op.n
 		}
 		lastWasChange = false
 	}
@@ -367,73 +434,79 @@ const noNewlineMarker = `\ No newline at end of file`
 // always written; a start is one lower when its count is 0), hunks merged
 // when at most 2*context equal lines separate two changes.
 func unifiedPatch(path string, ops []diffOp) string {
-	type line struct {
-		kind byte
-		text string
-	}
-	var all []line
-	for _, op := range ops {
-		for _, l := range op.lines {
-			all = append(all, line{op.kind, l})
-		}
-	}
 	var b strings.Builder
 	b.WriteString("--- " + path + "\n+++ " + path + "\n")
 
-	// Positions of every line in both files, to number hunks.
-	oldBefore := make([]int, len(all)+1)
-	newBefore := make([]int, len(all)+1)
-	for i, l := range all {
-		oldBefore[i+1], newBefore[i+1] = oldBefore[i], newBefore[i]
-		if l.kind != '+' {
-			oldBefore[i+1]++
-		}
-		if l.kind != '-' {
-			newBefore[i+1]++
+	type hunk struct {
+		oldStart, newStart, oldLines, newLines int
+		body                                   strings.Builder
+	}
+	var h *hunk
+	write := func(kind byte, lines []string) {
+		for _, l := range lines {
+			h.body.WriteByte(kind)
+			if text, ok := strings.CutSuffix(l, "\n"); ok {
+				h.body.WriteString(text + "\n")
+			} else {
+				h.body.WriteString(text + "\n" + noNewlineMarker + "\n")
+			}
+			if kind != '+' {
+				h.oldLines++
+			}
+			if kind != '-' {
+				h.newLines++
+			}
 		}
 	}
-	for i := 0; i < len(all); {
-		if all[i].kind == ' ' {
-			i++
-			continue
-		}
-		start := max(0, i-diffContext)
-		end := i // exclusive end of the last change so far
-		for j := i; j < len(all); {
-			if all[j].kind != ' ' {
-				j++
-				end = j
-				continue
-			}
-			k := j
-			for k < len(all) && all[k].kind == ' ' {
-				k++
-			}
-			if k == len(all) || k-j > 2*diffContext {
-				break
-			}
-			j = k
-		}
-		stop := min(len(all), end+diffContext)
-		oldStart, oldLines := oldBefore[start]+1, oldBefore[stop]-oldBefore[start]
-		newStart, newLines := newBefore[start]+1, newBefore[stop]-newBefore[start]
-		if oldLines == 0 {
+	closeHunk := func() {
+		oldStart, newStart := h.oldStart, h.newStart
+		if h.oldLines == 0 {
 			oldStart--
 		}
-		if newLines == 0 {
+		if h.newLines == 0 {
 			newStart--
 		}
-		b.WriteString("@@ -" + strconv.Itoa(oldStart) + "," + strconv.Itoa(oldLines) +
-			" +" + strconv.Itoa(newStart) + "," + strconv.Itoa(newLines) + " @@\n")
-		for _, l := range all[start:stop] {
-			b.WriteByte(l.kind)
-			if text, ok := strings.CutSuffix(l.text, "\n"); ok {
-				b.WriteString(text + "\n")
+		b.WriteString("@@ -" + strconv.Itoa(oldStart) + "," + strconv.Itoa(h.oldLines) +
+			" +" + strconv.Itoa(newStart) + "," + strconv.Itoa(h.newLines) + " @@\n")
+		b.WriteString(h.body.String())
+		h = nil
+	}
+
+	oldNum, newNum := 1, 1 // numbers of the next line in each file
+	var lead []string      // context for a hunk that has not started yet
+	for i, op := range ops {
+		if op.kind != ' ' {
+			if h == nil {
+				h = &hunk{oldStart: oldNum - len(lead), newStart: newNum - len(lead)}
+				write(' ', lead)
+				lead = nil
+			}
+			write(op.kind, op.lines())
+			if op.kind == '-' {
+				oldNum += op.n
 			} else {
-				b.WriteString(text + "\n" + noNewlineMarker + "\n")
+				newNum += op.n
+			}
+			continue
+		}
+		last := i == len(ops)-1
+		switch {
+		case h != nil && !last && op.n <= 2*diffContext:
+			write(' ', op.lines()) // the hunk goes on past this short gap
+		case h != nil:
+			write(' ', op.head(diffContext))
+			closeHunk()
+			fallthrough
+		default:
+			if !last {
+				lead = op.tail(diffContext)
 			}
 		}
-		i = stop
+		oldNum += op.n
+		newNum += op.n
+	}
+	if h != nil {
+		closeHunk()
 	}
 	return b.String()
 }

@@ -83,8 +83,8 @@ func checkOps(t *testing.T, a, b string, ops []diffOp) {
 	var gotA, gotB strings.Builder
 	var linesA, linesB []string
 	for i, op := range ops {
-		if len(op.lines) == 0 {
-			t.Fatalf("op %d is empty", i)
+		if op.n == 0 || op.n != len(op.lines()) {
+			t.Fatalf("op %d has %d lines, counted %d", i, len(op.lines()), op.n)
 		}
 		if i > 0 && ops[i-1].kind == op.kind {
 			t.Fatalf("ops %d and %d are both %q: not merged", i-1, i, op.kind)
@@ -92,7 +92,7 @@ func checkOps(t *testing.T, a, b string, ops []diffOp) {
 		if i > 0 && ops[i-1].kind == '+' && op.kind == '-' {
 			t.Fatalf("op %d: removal after addition in one change block", i)
 		}
-		for _, l := range op.lines {
+		for _, l := range op.lines() {
 			if op.kind != '+' {
 				gotA.WriteString(l)
 				linesA = append(linesA, l)
@@ -140,7 +140,7 @@ func opsCost(ops []diffOp) int {
 	n := 0
 	for _, op := range ops {
 		if op.kind != ' ' {
-			n += len(op.lines)
+			n += op.n
 		}
 	}
 	return n
@@ -163,7 +163,7 @@ func TestDiffLineDiffSmall(t *testing.T) {
 		checkOps(t, c.a, c.b, ops)
 		var got strings.Builder
 		for _, op := range ops {
-			for _, l := range op.lines {
+			for _, l := range op.lines() {
 				got.WriteString(string(op.kind) + l)
 			}
 		}

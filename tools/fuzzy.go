@@ -2,6 +2,7 @@ package tools
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -26,6 +27,9 @@ var fuzzyPunctuation = strings.NewReplacer(
 // Invalid UTF-8 becomes U+FFFD first, as it does when pi decodes a file, so
 // the result is always valid UTF-8 and the function is idempotent.
 func normalizeForFuzzyMatch(s string) string {
+	if isFuzzyNormal(s) {
+		return s // the common case for source files: no copies of a big file
+	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = norm.NFKC.String(s)
 	if strings.IndexFunc(s, isJSSpace) >= 0 {
@@ -36,6 +40,36 @@ func normalizeForFuzzyMatch(s string) string {
 		s = strings.Join(lines, "\n")
 	}
 	return fuzzyPunctuation.Replace(s)
+}
+
+// isFuzzyNormal reports whether normalizeForFuzzyMatch(s) == s, without
+// building the normalized copy.
+func isFuzzyNormal(s string) bool {
+	if !utf8.ValidString(s) || !norm.NFKC.IsNormalString(s) {
+		return false
+	}
+	prev := rune(0)
+	for _, r := range s {
+		switch {
+		case r == '\n' && prev != '\n' && isJSSpace(prev): // trailing space on a line
+			return false
+		case r >= 0x80 && isFuzzyPunctuation(r):
+			return false
+		}
+		prev = r
+	}
+	return prev == '\n' || !isJSSpace(prev)
+}
+
+// isFuzzyPunctuation reports whether fuzzyPunctuation replaces r.
+func isFuzzyPunctuation(r rune) bool {
+	switch r {
+	case '\u2018', '\u2019', '\u201A', '\u201B', '\u201C', '\u201D', '\u201E', '\u201F',
+		'\u2010', '\u2011', '\u2012', '\u2013', '\u2014', '\u2015', '\u2212',
+		'\u00A0', '\u202F', '\u205F', '\u3000':
+		return true
+	}
+	return r >= '\u2002' && r <= '\u200A'
 }
 
 // isJSSpace reports whether JavaScript's String.prototype.trimEnd removes

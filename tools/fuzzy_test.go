@@ -84,6 +84,9 @@ func FuzzFuzzyNormalize(f *testing.F) {
 		if strings.Count(got, "\n") != strings.Count(s, "\n") {
 			t.Fatalf("normalize(%q) = %q changed the line count", s, got)
 		}
+		if isFuzzyNormal(s) != (got == s) {
+			t.Fatalf("isFuzzyNormal(%q) = %v, but normalize gives %q", s, isFuzzyNormal(s), got)
+		}
 		if again := normalizeForFuzzyMatch(got); again != got {
 			t.Fatalf("not idempotent: normalize(%q) = %q, normalize of that = %q", s, got, again)
 		}
