@@ -443,3 +443,26 @@ func TestPatchGitApply(t *testing.T) {
 		}
 	}
 }
+
+func TestDiffOpHeadTail(t *testing.T) {
+	op := diffOp{kind: ' ', chunks: []string{"a\nb\n", "c\n", "d\ne"}, n: 5}
+	if got := strings.Join(op.head(2), "|"); got != "a\n|b\n" {
+		t.Errorf("head(2) = %q", got)
+	}
+	if got := strings.Join(op.head(4), "|"); got != "a\n|b\n|c\n|d\n" {
+		t.Errorf("head(4) = %q", got)
+	}
+	if got := strings.Join(op.tail(3), "|"); got != "c\n|d\n|e" {
+		t.Errorf("tail(3) = %q", got)
+	}
+	if got := strings.Join(op.tail(9), ""); got != "a\nb\nc\nd\ne" {
+		t.Errorf("tail(9) = %q", got)
+	}
+	if got := len(op.lines()); got != 5 {
+		t.Errorf("lines() has %d", got)
+	}
+	empty := diffOp{kind: ' ', chunks: []string{"\n\n"}, n: 2}
+	if got := strings.Join(empty.tail(1), "|"); got != "\n" {
+		t.Errorf("tail of empty lines = %q", got)
+	}
+}
