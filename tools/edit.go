@@ -107,10 +107,10 @@ func (t *editTool) Execute(ctx context.Context, args json.RawMessage, _ UpdateFu
 		Edits []editSpec `json:"edits"`
 	}
 	if err := json.Unmarshal(args, &in); err != nil {
-		return Result{}, fmt.Errorf("Edit tool input is invalid. %v", err)
+		return Result{}, toolErrorf("Edit tool input is invalid. %v", err)
 	}
 	if len(in.Edits) == 0 {
-		return Result{}, errors.New("Edit tool input is invalid. edits must contain at least one replacement.")
+		return Result{}, toolError("Edit tool input is invalid. edits must contain at least one replacement.")
 	}
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
@@ -135,9 +135,9 @@ func (t *editTool) edit(ctx context.Context, path, abs string, edits []editSpec)
 			return Result{}, errAborted
 		}
 		if code := errnoName(err); code != "" {
-			return Result{}, fmt.Errorf("Could not edit file: %s. Error code: %s.", path, code)
+			return Result{}, toolErrorf("Could not edit file: %s. Error code: %s.", path, code)
 		}
-		return Result{}, fmt.Errorf("Could not edit file: %s. Error: %s.", path, innermostMessage(err))
+		return Result{}, toolErrorf("Could not edit file: %s. Error: %s.", path, innermostMessage(err))
 	}
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
@@ -199,7 +199,7 @@ func (t *editTool) readAll(ctx context.Context, path, abs string) ([]byte, error
 		return nil, nodeErr(err, "read", "")
 	}
 	if len(raw) > maxEditFileBytes {
-		return nil, fmt.Errorf("Could not edit file: %s. The file is larger than %s, the most the edit tool reads; use bash (e.g. sed) to change it.",
+		return nil, toolErrorf("Could not edit file: %s. The file is larger than %s, the most the edit tool reads; use bash (e.g. sed) to change it.",
 			path, FormatSize(maxEditFileBytes))
 	}
 	return raw, nil
@@ -260,9 +260,9 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		norm[i] = editSpec{OldText: normalizeLF(e.OldText), NewText: normalizeLF(e.NewText)}
 		if norm[i].OldText == "" {
 			if single {
-				return editOutcome{}, fmt.Errorf("oldText must not be empty in %s.", path)
+				return editOutcome{}, toolErrorf("oldText must not be empty in %s.", path)
 			}
-			return editOutcome{}, fmt.Errorf("edits[%d].oldText must not be empty in %s.", i, path)
+			return editOutcome{}, toolErrorf("edits[%d].oldText must not be empty in %s.", i, path)
 		}
 	}
 
@@ -287,15 +287,15 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		m, ok := fuzzyFind(base, fuzzyLF, e.OldText)
 		if !ok {
 			if single {
-				return editOutcome{}, fmt.Errorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", path)
+				return editOutcome{}, toolErrorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", path)
 			}
-			return editOutcome{}, fmt.Errorf("Could not find edits[%d] in %s. The oldText must match exactly including all whitespace and newlines.", i, path)
+			return editOutcome{}, toolErrorf("Could not find edits[%d] in %s. The oldText must match exactly including all whitespace and newlines.", i, path)
 		}
 		if n := countFuzzyOccurrences(base, fuzzyLF, e.OldText); n > 1 {
 			if single {
-				return editOutcome{}, fmt.Errorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, path)
+				return editOutcome{}, toolErrorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, path)
 			}
-			return editOutcome{}, fmt.Errorf("Found %d occurrences of edits[%d] in %s. Each oldText must be unique. Please provide more context to make it unique.", n, i, path)
+			return editOutcome{}, toolErrorf("Found %d occurrences of edits[%d] in %s. Each oldText must be unique. Please provide more context to make it unique.", n, i, path)
 		}
 		matches = append(matches, matched{edit: i, start: m.index, length: m.length})
 	}
@@ -305,7 +305,7 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		if i > 0 {
 			prev := matches[i-1]
 			if prev.start+prev.length > m.start {
-				return editOutcome{}, fmt.Errorf("edits[%d] and edits[%d] overlap in %s. Merge them into one edit or target disjoint regions.", prev.edit, m.edit, path)
+				return editOutcome{}, toolErrorf("edits[%d] and edits[%d] overlap in %s. Merge them into one edit or target disjoint regions.", prev.edit, m.edit, path)
 			}
 		}
 		reps[i] = lfReplacement{start: m.start, end: m.start + m.length, text: norm[m.edit].NewText}
@@ -313,9 +313,9 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 
 	noChange := func() error {
 		if single {
-			return fmt.Errorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", path)
+			return toolErrorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", path)
 		}
-		return fmt.Errorf("No changes made to %s. The replacements produced identical content.", path)
+		return toolErrorf("No changes made to %s. The replacements produced identical content.", path)
 	}
 	if !replacementsChange(base, reps) {
 		return editOutcome{}, noChange()
@@ -385,7 +385,7 @@ func normalizeLF(s string) string {
 func widenToLines(lf, fuzzy string, reps []lfReplacement) ([]lfReplacement, error) {
 	lfStarts, fzStarts := lineStarts(lf), lineStarts(fuzzy)
 	if len(lfStarts) != len(fzStarts) {
-		return nil, errors.New("Cannot preserve unchanged lines because the base content has a different line count.")
+		return nil, toolError("Cannot preserve unchanged lines because the base content has a different line count.")
 	}
 	// lineEnd is the offset of line i's "\n" (or the text's end).
 	lineEnd := func(starts []int, text string, i int) int {
