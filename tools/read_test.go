@@ -188,7 +188,11 @@ func TestReadStreamsLargeFileInBoundedMemory(t *testing.T) {
 	}
 	// Everything allocated during the call, not just what is live: a
 	// read that held the file would allocate at least its 100 MiB.
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+	// The bound is loose because TotalAlloc is process-wide: goroutines
+	// other tests left behind may allocate meanwhile.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d KiB while reading %d MiB", alloc>>10, size>>20)
+	if alloc > 48<<20 {
 		t.Errorf("read allocated %d MiB for a %d MiB file", alloc>>20, size>>20)
 	}
 	// Offsets near the end work without holding the start.
