@@ -88,6 +88,24 @@ func GroupMembers(pgid int) (int, error) {
 	return n, nil
 }
 
+// GroupMarked reports whether a live member of process group pgid
+// carries the environment entry marker. A caller that remembered a group id
+// uses it before killing the group, so that an id the kernel has since
+// handed to an unrelated group is left alone.
+func GroupMarked(pgid int, marker string) (bool, error) {
+	ps, err := procs()
+	if err != nil {
+		return false, err
+	}
+	m := &markedSet{marker: []byte(marker)}
+	for _, p := range ps {
+		if p.pgid == pgid && !p.zombie && m.carries(p.pid) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func groupPids(pgid int) []int {
 	ps, _ := procs()
 	var out []int

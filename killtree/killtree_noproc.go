@@ -16,6 +16,9 @@ func KillMarked(marker string, grace time.Duration) (int, error) {
 	return 0, errors.ErrUnsupported
 }
 
+// GroupMarked needs /proc; this system has none.
+func GroupMarked(pgid int, marker string) (bool, error) { return false, errors.ErrUnsupported }
+
 func groupPids(pgid int) []int { return nil }
 
 // markedSet is never built where /proc is missing.

@@ -22,6 +22,9 @@ func KillAll(pgid int, marker string, grace time.Duration) (int, error) {
 // GroupMembers is not supported without Unix process groups.
 func GroupMembers(pgid int) (int, error) { return 0, errors.ErrUnsupported }
 
+// GroupMarked is not supported without /proc.
+func GroupMarked(pgid int, marker string) (bool, error) { return false, errors.ErrUnsupported }
+
 // KillMarked is not supported without /proc.
 func KillMarked(marker string, grace time.Duration) (int, error) {
 	return 0, errors.ErrUnsupported

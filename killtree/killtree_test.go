@@ -252,3 +252,16 @@ func TestGroupMembersCountsLiveOnly(t *testing.T) {
 	wait(t, cmd)
 	waitFor(t, "empty group", func() bool { n, _ := GroupMembers(pgid); return n == 0 })
 }
+
+func TestGroupMarked(t *testing.T) {
+	mk := marker(t)
+	cmd := start(t, "sleep 600", mk)
+	pgid := cmd.Process.Pid
+	waitFor(t, "the sleep", func() bool { return len(markedPids(t, mk)) == 1 })
+	if ok, err := GroupMarked(pgid, mk); err != nil || !ok {
+		t.Fatalf("GroupMarked(own marker) = %v, %v", ok, err)
+	}
+	if ok, err := GroupMarked(pgid, marker(t)); err != nil || ok {
+		t.Fatalf("GroupMarked(other marker) = %v, %v", ok, err)
+	}
+}

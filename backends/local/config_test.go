@@ -1,0 +1,64 @@
+package local
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := NewConfig()
+	valid.StateDir = "/var/lib/wsbroker"
+	tests := []struct {
+		name    string
+		edit    func(c *Config)
+		wantErr []string // substrings; none means valid
+	}{
+		{"defaults with a state dir", func(c *Config) {}, nil},
+		{"missing state dir", func(c *Config) { c.StateDir = "" }, []string{"stateDir is required"}},
+		{"relative state dir", func(c *Config) { c.StateDir = "state" }, []string{"not absolute"}},
+		{"zero grace", func(c *Config) { c.KillGrace = 0 }, []string{"killGrace must be positive"}},
+		{"negative drain", func(c *Config) { c.DrainIdle = -time.Second }, []string{"drainIdle must be positive"}},
+		{"cap below idle", func(c *Config) { c.DrainIdle, c.MaxDrain = time.Second, time.Millisecond }, []string{"maxDrain"}},
+		{"relative shell", func(c *Config) { c.Shell = "bash" }, []string{"shell \"bash\" is not an absolute path"}},
+		{"empty rg", func(c *Config) { c.RgPath = "" }, []string{"rgPath is required"}},
+		{"every problem at once", func(c *Config) { *c = Config{} }, []string{"stateDir", "killGrace", "drainIdle", "maxDrain", "shell", "rgPath"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid
+			tc.edit(&c)
+			err := c.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error mentioning %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{StateDir: "/s"}.withDefaults()
+	if c != (Config{StateDir: "/s", KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
+		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}) {
+		t.Fatalf("withDefaults = %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Set fields are kept.
+	c = Config{StateDir: "/s", KillGrace: time.Second, Shell: "/bin/sh"}.withDefaults()
+	if c.KillGrace != time.Second || c.Shell != "/bin/sh" {
+		t.Fatalf("withDefaults overwrote set fields: %+v", c)
+	}
+}
