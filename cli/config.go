@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/wsbroker/wsbroker/backends/local"
+)
+
+// serveConfig is everything `broker serve` can be told. The YAML keys are
+// those of the --config file; each field also has an environment variable
+// and a flag (see bindFlags), which win in that order.
+type serveConfig struct {
+	// Listen is the address to serve on (BROKER_LISTEN, --listen).
+	Listen string `yaml:"listen"`
+	// StateDir holds the token and the workspaces (BROKER_STATE_DIR,
+	// --state-dir).
+	StateDir string `yaml:"state_dir"`
+	// TokenFile holds the bearer token; created with a random token when
+	// missing (BROKER_TOKEN_FILE, --token-file; default <state_dir>/token).
+	TokenFile string `yaml:"token_file"`
+	// LogLevel is debug, info, warn or error (BROKER_LOG_LEVEL, --log-level).
+	LogLevel string `yaml:"log_level"`
+	// ShutdownGrace is how long in-flight requests may finish after
+	// SIGINT/SIGTERM (BROKER_SHUTDOWN_GRACE, --shutdown-grace).
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// MaxUploadBytes bounds one file upload (BROKER_MAX_UPLOAD_BYTES,
+	// --max-upload-bytes).
+	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
+	// Local configures the local backend (its own YAML keys: killGrace,
+	// drainIdle, maxDrain, shell, rgPath); its stateDir defaults to
+	// <state_dir>/local.
+	Local local.Config `yaml:"local"`
+}
+
+// defaultServeConfig is the zero-config start. StateDir is filled in by
+// the caller from the XDG rules, because it depends on the environment.
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		Listen:        "127.0.0.1:8722",
+		LogLevel:      "info",
+		ShutdownGrace: 10 * time.Second,
+	}
+}
+
+// loadConfigFile overlays the YAML file at path on cfg. Unknown keys are
+// errors, so a typo does not silently fall back to a default.
+func loadConfigFile(path string, cfg *serveConfig) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// applyEnv overlays the BROKER_* variables that are set.
+func (c *CLI) applyEnv(cfg *serveConfig) error {
+	str := func(name string, dst *string) {
+		if v := c.Getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	str("BROKER_LISTEN", &cfg.Listen)
+	str("BROKER_STATE_DIR", &cfg.StateDir)
+	str("BROKER_TOKEN_FILE", &cfg.TokenFile)
+	str("BROKER_LOG_LEVEL", &cfg.LogLevel)
+	if v := c.Getenv("BROKER_SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("BROKER_SHUTDOWN_GRACE: %w", err)
+		}
+		cfg.ShutdownGrace = d
+	}
+	if v := c.Getenv("BROKER_MAX_UPLOAD_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("BROKER_MAX_UPLOAD_BYTES: %w", err)
+		}
+		cfg.MaxUploadBytes = n
+	}
+	return nil
+}
+
+// serveFlags holds the flag values; only flags given on the command line
+// are applied (see applyFlags), so an unset flag does not hide the
+// environment or the file.
+type serveFlags struct {
+	config string
+	cfg    serveConfig
+}
+
+func bindFlags(fs *flag.FlagSet) *serveFlags {
+	f := &serveFlags{}
+	fs.StringVar(&f.config, "config", "", "YAML config file (default $BROKER_CONFIG)")
+	fs.StringVar(&f.cfg.Listen, "listen", "", "listen address (default $BROKER_LISTEN or 127.0.0.1:8722)")
+	fs.StringVar(&f.cfg.StateDir, "state-dir", "", "state directory (default $BROKER_STATE_DIR, $XDG_STATE_HOME/wsbroker or ~/.local/state/wsbroker)")
+	fs.StringVar(&f.cfg.TokenFile, "token-file", "", "bearer token file, created when missing (default $BROKER_TOKEN_FILE or <state dir>/token)")
+	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default $BROKER_LOG_LEVEL or info)")
+	fs.DurationVar(&f.cfg.ShutdownGrace, "shutdown-grace", 0, "time in-flight requests get to finish on SIGINT/SIGTERM (default 10s)")
+	fs.Int64Var(&f.cfg.MaxUploadBytes, "max-upload-bytes", 0, "largest file upload accepted (default 256 MiB)")
+	return f
+}
+
+func (f *serveFlags) apply(fs *flag.FlagSet, cfg *serveConfig) {
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "listen":
+			cfg.Listen = f.cfg.Listen
+		case "state-dir":
+			cfg.StateDir = f.cfg.StateDir
+		case "token-file":
+			cfg.TokenFile = f.cfg.TokenFile
+		case "log-level":
+			cfg.LogLevel = f.cfg.LogLevel
+		case "shutdown-grace":
+			cfg.ShutdownGrace = f.cfg.ShutdownGrace
+		case "max-upload-bytes":
+			cfg.MaxUploadBytes = f.cfg.MaxUploadBytes
+		}
+	})
+}
+
+// resolveServeConfig merges defaults, the config file, the environment
+// and the flags, weakest first.
+func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, error) {
+	cfg := defaultServeConfig()
+	path := f.config
+	if path == "" {
+		path = c.Getenv("BROKER_CONFIG")
+	}
+	if path != "" {
+		if err := loadConfigFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if err := c.applyEnv(&cfg); err != nil {
+		return cfg, err
+	}
+	f.apply(fs, &cfg)
+	if cfg.StateDir == "" {
+		d, err := c.defaultStateDir()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.StateDir = d
+	}
+	// Absolute, so that the local backend (which requires it) and the log
+	// say where things are whatever the working directory.
+	abs, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return cfg, fmt.Errorf("state directory: %w", err)
+	}
+	cfg.StateDir = abs
+	if cfg.TokenFile == "" {
+		cfg.TokenFile = filepath.Join(cfg.StateDir, tokenFileName)
+	}
+	if cfg.Local.StateDir == "" {
+		cfg.Local.StateDir = filepath.Join(cfg.StateDir, "local")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 {
+		return cfg, errors.New("shutdown grace and max upload bytes must not be negative")
+	}
+	return cfg, nil
+}

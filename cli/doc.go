@@ -1,0 +1,36 @@
+// Package cli is the `broker` command line: the server and the client
+// subcommands, built so that cmd/broker only hands it the process's
+// arguments, streams and environment.
+//
+// # Overview
+//
+//	broker serve [flags]                     run the broker
+//	broker ws create [--backend local]       create a workspace, print its id
+//	broker ws ls                             list workspaces
+//	broker ws rm <id>...                     delete workspaces
+//	broker tool <ws> <name> '<json args>'    run one tool, print its text
+//	broker exec <ws> -- <command...>         run a command, stream its output
+//	broker version                           print build information
+//
+// Each subcommand has its own flag.FlagSet; `broker <cmd> -h` lists them.
+//
+// # Configuration
+//
+// serve reads, from weakest to strongest: its defaults, an optional YAML
+// file (--config or BROKER_CONFIG), environment variables (BROKER_LISTEN,
+// BROKER_STATE_DIR, BROKER_TOKEN_FILE, BROKER_LOG_LEVEL, ...) and flags.
+// With nothing set it serves the local backend on 127.0.0.1:8722, keeps
+// its state in $XDG_STATE_HOME/wsbroker (~/.local/state/wsbroker), and on
+// first start writes a random token to <state>/token (mode 0600) and
+// prints it once to stderr. Logs are JSON lines (log/slog) on stderr.
+//
+// The client subcommands find the broker through BROKER_URL (default
+// http://127.0.0.1:8722) and authenticate with BROKER_TOKEN, or else with
+// the token file serve wrote (BROKER_TOKEN_FILE, or <state>/token).
+//
+// # Exit status
+//
+// 0 on success, 1 on failure (or a tool result with isError), 2 on a usage
+// error; exec exits with the remote command's own exit status, and 130
+// when interrupted.
+package cli

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// envList collects repeated -env K=V flags.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, ",") }
+func (e *envList) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+func (c *CLI) exec(ctx context.Context, args []string) error {
+	fs := c.flagSet("exec", "[flags] <ws> -- <command...>")
+	cf := c.addClientFlags(fs)
+	cwd := fs.String("cwd", "", "working directory in the workspace (default: its root)")
+	timeout := fs.Duration("timeout", 0, "kill the command after this long (0: no limit)")
+	var env envList
+	fs.Var(&env, "env", "KEY=VALUE added to the command's environment (repeatable)")
+
+	id, command, err := parseExecArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if *timeout < 0 {
+		return usageError("--timeout must not be negative")
+	}
+	cl, err := c.client(cf)
+	if err != nil {
+		return err
+	}
+	// Ctrl-C cancels the request; the broker then kills the remote tree.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := cl.Workspace(id).Exec(ctx, opsapi.ExecRequest{
+		Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout,
+	})
+	if err != nil {
+		return explain(err)
+	}
+	switch {
+	case res.Canceled:
+		fmt.Fprintln(c.Stderr, "broker exec: interrupted; the command was killed")
+		return &exitError{code: exitInterrupted}
+	case res.TimedOut:
+		fmt.Fprintf(c.Stderr, "broker exec: command timed out after %s and was killed\n", *timeout)
+	case res.OOMKilled:
+		fmt.Fprintln(c.Stderr, "broker exec: the command ran out of memory and was killed")
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
+}
+
+// parseExecArgs splits `[flags] <ws> [flags] -- <command...>`, or without
+// "--", `[flags] <ws> <command...>` where everything after the id belongs
+// to the command. A single command word is a shell command line used as
+// it is (`broker exec ws -- 'ls | wc -l'`); several words are quoted for
+// the shell one by one, so `broker exec ws -- sh -c 'exit 3'` runs what it
+// says.
+func parseExecArgs(fs *flag.FlagSet, args []string) (id, command string, err error) {
+	var words []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		words = args[i+1:]
+		var positional []string
+		rest := args[:i]
+		for {
+			if err := parse(fs, rest); err != nil {
+				return "", "", err
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			positional = append(positional, fs.Arg(0))
+			rest = fs.Args()[1:]
+		}
+		if len(positional) != 1 {
+			return "", "", usageError("exec needs exactly one workspace id before --, got %q", positional)
+		}
+		id = positional[0]
+	} else {
+		if err := parse(fs, args); err != nil {
+			return "", "", err
+		}
+		if fs.NArg() == 0 {
+			return "", "", usageError("usage: broker exec [flags] <ws> -- <command...>")
+		}
+		id, words = fs.Arg(0), fs.Args()[1:]
+	}
+	switch len(words) {
+	case 0:
+		return "", "", usageError("exec needs a command after the workspace id")
+	case 1:
+		return id, words[0], nil
+	}
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = shellQuote(w)
+	}
+	return id, strings.Join(quoted, " "), nil
+}
+
+// shellQuote quotes s for bash unless it is made only of safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
