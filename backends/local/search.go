@@ -211,6 +211,10 @@ type rgMessage struct {
 
 func (s *jsonScanner) rgMessage() (rgMessage, error) {
 	var m rgMessage
+	if _, err := s.ws(); err != nil {
+		return m, err // io.EOF between messages is the clean end
+	}
+	s.r.UnreadByte()
 	err := s.object(func(key string) error {
 		var err error
 		switch key {
@@ -237,6 +241,9 @@ func (s *jsonScanner) rgMessage() (rgMessage, error) {
 		}
 		return err
 	})
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
 	return m, err
 }
 
@@ -273,7 +280,7 @@ func (s *jsonScanner) data() (string, error) {
 		}
 		return s.skip()
 	})
-	return strings.ToValidUTF8(out, "\uFFFD"), err
+	return validUTF8(out), err
 }
 
 // cleanLine drops the line ending and cuts the text at maxLineBytes on a
@@ -288,7 +295,28 @@ func cleanLine(s string) string {
 		}
 		s = s[:cut]
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return s
+}
+
+// validUTF8 replaces each invalid byte with U+FFFD, as a streaming
+// TextDecoder does (strings.ToValidUTF8 would fold a run into one).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n <= 1 {
+			b.WriteString("\uFFFD")
+			i++
+			continue
+		}
+		b.WriteString(s[i : i+n])
+		i += n
+	}
+	return b.String()
 }
 
 // capBuffer keeps the first max bytes written to it.
