@@ -1,0 +1,560 @@
+package sftpops
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/pkg/sftp"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Extensions OpenSSH offers that WriteFile uses.
+const (
+	extPosixRename = "posix-rename@openssh.com"
+	extFsync       = "fsync@openssh.com"
+)
+
+// readBufSize is one SFTP read request: pkg/sftp's default packet size.
+const readBufSize = 32 << 10
+
+// maxLinks bounds the symbolic links WriteFile follows, as the kernel's
+// ELOOP does.
+const maxLinks = 40
+
+// Open opens a regular file for reading. A missing path is ErrNotExist, a
+// directory ErrIsDir, anything else that is not a regular file ErrInvalid:
+// opening a fifo would block the SFTP server, and with it every operation
+// of the channel. The reader stops with ctx's error once ctx ends.
+func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	op := f.op("Open")
+	abs, err := f.Abs("Open", p)
+	if err != nil {
+		return nil, err
+	}
+	file, err := withValue(ctx, f, true, func(c *sftp.Client) (*sftp.File, error) {
+		fi, err := c.Stat(abs)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case fi.IsDir():
+			return nil, opsapi.E(op, p, opsapi.ErrIsDir, nil)
+		case !fi.Mode().IsRegular():
+			return nil, opsapi.E(op, p, opsapi.ErrInvalid, errors.New("not a regular file"))
+		}
+		return c.Open(abs)
+	}, closeFile)
+	if err != nil {
+		return nil, MapErr(op, p, err)
+	}
+	return &reader{ctx: ctx, f: file, br: bufio.NewReaderSize(file, readBufSize), op: f.op("Read"), path: p}, nil
+}
+
+// reader is an open remote file whose reads fail once ctx ends.
+type reader struct {
+	ctx  context.Context
+	f    *sftp.File
+	br   *bufio.Reader
+	op   string
+	path string
+}
+
+func (r *reader) Read(b []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, opsapi.E(r.op, r.path, nil, err)
+	}
+	n, err := r.br.Read(b)
+	if err != nil && err != io.EOF {
+		err = MapErr(r.op, r.path, err)
+	}
+	return n, err
+}
+
+func (r *reader) Close() error { return r.f.Close() }
+
+func closeFile(f *sftp.File) { f.Close() }
+
+// Access checks that p exists (following links) and, when the identity is
+// known, that its permission bits grant mode to it as access(2) does: uid
+// 0 may read and write anything, the owner's bits apply to the owner, the
+// group's to a member. ACLs and read-only mounts are not seen.
+func (f *FS) Access(ctx context.Context, p string, mode opsapi.AccessMode) error {
+	op := f.op("Access")
+	abs, err := f.Abs("Access", p)
+	if err != nil {
+		return err
+	}
+	var fi os.FileInfo
+	err = f.with(ctx, true, func(c *sftp.Client) error {
+		var err error
+		fi, err = c.Stat(abs)
+		return err
+	})
+	if err != nil {
+		return MapErr(op, p, err)
+	}
+	id := f.opt.Identity
+	st, ok := fi.Sys().(*sftp.FileStat)
+	if id == nil || !ok || id.UID == 0 {
+		return nil
+	}
+	perm := uint32(fi.Mode().Perm())
+	var bits uint32
+	switch {
+	case int(st.UID) == id.UID:
+		bits = perm >> 6
+	case slices.Contains(id.GIDs, int(st.GID)):
+		bits = perm >> 3
+	default:
+		bits = perm
+	}
+	if mode&opsapi.AccessRead != 0 && bits&4 == 0 || mode&opsapi.AccessWrite != 0 && bits&2 == 0 {
+		return opsapi.E(op, p, opsapi.ErrPermission, nil)
+	}
+	return nil
+}
+
+// WriteFile replaces p atomically with what r yields (see the package
+// documentation). A symbolic link at p is followed, so the link stays and
+// its target is replaced. A missing parent is ErrNotExist, a directory at
+// p ErrIsDir. When r fails or ctx ends, p is untouched and the temporary
+// file removed.
+func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
+	op := f.op("WriteFile")
+	abs, err := f.Abs("WriteFile", p)
+	if err != nil {
+		return err
+	}
+	c, err := f.client(ctx, nil)
+	if err != nil {
+		return MapErr(op, p, err)
+	}
+	f.removeOrphans(c)
+
+	// Every step waits for ctx, except the final rename: once the data
+	// is complete, the replace either happens or fails, never half.
+	var target string
+	var old os.FileInfo
+	err = wait(ctx, func() error {
+		var err error
+		target, old, err = f.finalTarget(c, abs)
+		return err
+	})
+	if err != nil {
+		return MapErr(op, p, err)
+	}
+	if old != nil && old.IsDir() {
+		return opsapi.E(op, p, opsapi.ErrIsDir, nil)
+	}
+
+	dir, base := path.Split(target)
+	tmp := path.Join(dir, tempName(base))
+	file, err := waitValue(ctx, func() (*sftp.File, error) {
+		return c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	}, func(file *sftp.File) { f.discard(c, file, tmp) })
+	if err != nil {
+		if ctx.Err() == nil {
+			err = f.parentErr(c, target, err)
+		}
+		return MapErr(op, p, err)
+	}
+	fail := func(err error) error {
+		go f.discard(c, file, tmp)
+		return MapErr(op, p, err)
+	}
+	err = wait(ctx, func() error {
+		_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if old != nil {
+			if err := file.Chmod(old.Mode().Perm()); err != nil {
+				return err
+			}
+			if st, ok := old.Sys().(*sftp.FileStat); ok && f.opt.Identity != nil &&
+				(int(st.UID) != f.opt.Identity.UID || !slices.Contains(f.opt.Identity.GIDs, int(st.GID))) {
+				// Keep the owner where the account may (root);
+				// elsewhere the file becomes the account's, as any
+				// rewrite by it would.
+				file.Chown(int(st.UID), int(st.GID))
+			}
+		}
+		if v, ok := c.HasExtension(extFsync); ok && v == "1" {
+			if err := file.Sync(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if err := file.Close(); err != nil {
+		go f.discard(c, nil, tmp)
+		return MapErr(op, p, err)
+	}
+	if err := f.rename(c, tmp, target); err != nil {
+		go f.discard(c, nil, tmp)
+		return MapErr(op, p, err)
+	}
+	return nil
+}
+
+// finalTarget follows symbolic links at abs to the path a write must
+// replace, and describes it (nil when it does not exist yet).
+func (f *FS) finalTarget(c *sftp.Client, abs string) (string, os.FileInfo, error) {
+	target := abs
+	for range maxLinks {
+		fi, err := c.Lstat(target)
+		if notExist(err) {
+			return target, nil, nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if !isLink(fi) {
+			return target, fi, nil
+		}
+		dest, err := c.ReadLink(target)
+		if err != nil {
+			return "", nil, err
+		}
+		target = opsapi.Resolve(path.Dir(target), dest)
+	}
+	return "", nil, opsapi.E("readlink", abs, opsapi.ErrPermission, errors.New("too many levels of symbolic links"))
+}
+
+// parentErr refines a failed create: a file among the parents is
+// ErrNotDir (OpenSSH says "no such file").
+func (f *FS) parentErr(c *sftp.Client, target string, err error) error {
+	if !notExist(err) {
+		return err
+	}
+	for dir := path.Dir(target); dir != "/" && dir != "."; dir = path.Dir(dir) {
+		fi, serr := c.Stat(dir)
+		if serr == nil {
+			if !fi.IsDir() {
+				return opsapi.E("create", target, opsapi.ErrNotDir, err)
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// rename moves tmp over target: posix-rename when offered, else remove
+// and rename (not atomic).
+func (f *FS) rename(c *sftp.Client, tmp, target string) error {
+	if _, ok := c.HasExtension(extPosixRename); ok {
+		return c.PosixRename(tmp, target)
+	}
+	if !f.warnedRename.Swap(true) {
+		f.log.Warn("SFTP server lacks posix-rename@openssh.com; writes replace files non-atomically")
+	}
+	if err := c.Remove(target); err != nil && !notExist(err) {
+		return err
+	}
+	return c.Rename(tmp, target)
+}
+
+// discard closes file (if any) and removes tmp; when the channel is gone
+// tmp is remembered and removed by a later write.
+func (f *FS) discard(c *sftp.Client, file *sftp.File, tmp string) {
+	if file != nil {
+		file.Close()
+	}
+	if err := c.Remove(tmp); err != nil && !notExist(err) {
+		f.mu.Lock()
+		f.orphans[tmp] = struct{}{}
+		f.mu.Unlock()
+		f.log.Warn("temporary file left behind", "path", tmp, "err", err)
+	}
+}
+
+// removeOrphans removes the temporary files earlier writes could not.
+func (f *FS) removeOrphans(c *sftp.Client) {
+	f.mu.Lock()
+	if len(f.orphans) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	list := make([]string, 0, len(f.orphans))
+	for p := range f.orphans {
+		list = append(list, p)
+	}
+	f.mu.Unlock()
+	for _, p := range list {
+		if err := c.Remove(p); err == nil || notExist(err) {
+			f.mu.Lock()
+			delete(f.orphans, p)
+			f.mu.Unlock()
+		}
+	}
+}
+
+// Orphans lists the temporary files that are still waiting for removal.
+func (f *FS) Orphans() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.orphans))
+	for p := range f.orphans {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tempName is the temporary file's name for base, kept under NAME_MAX.
+func tempName(base string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	return "." + base + ".tmp-" + hex.EncodeToString(b)
+}
+
+// ctxReader reads from r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// Mkdir creates p and its missing parents. An existing directory is fine,
+// an existing non-directory ErrExist, a file among the parents ErrNotDir.
+func (f *FS) Mkdir(ctx context.Context, p string) error {
+	op := f.op("Mkdir")
+	abs, err := f.Abs("Mkdir", p)
+	if err != nil {
+		return err
+	}
+	err = f.with(ctx, true, func(c *sftp.Client) error {
+		var missing []string
+		for dir := abs; ; dir = path.Dir(dir) {
+			fi, err := c.Stat(dir)
+			if err == nil {
+				switch {
+				case fi.IsDir():
+				case dir == abs:
+					return opsapi.E(op, p, opsapi.ErrExist, errors.New("exists and is not a directory"))
+				default:
+					return opsapi.E(op, p, opsapi.ErrNotDir, errors.New(dir+" is not a directory"))
+				}
+				break
+			}
+			if !notExist(err) || dir == "/" {
+				return err
+			}
+			missing = append(missing, dir)
+		}
+		for i := len(missing) - 1; i >= 0; i-- {
+			if err := c.Mkdir(missing[i]); err != nil {
+				// Created meanwhile by someone else is fine.
+				if fi, serr := c.Stat(missing[i]); serr != nil || !fi.IsDir() {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return MapErr(op, p, err)
+}
+
+// Stat describes p, following a symbolic link; a link that cannot be
+// followed (dangling, looping) is described as itself with Type
+// TypeSymlink.
+func (f *FS) Stat(ctx context.Context, p string) (opsapi.FileInfo, error) {
+	op := f.op("Stat")
+	abs, err := f.Abs("Stat", p)
+	if err != nil {
+		return opsapi.FileInfo{}, err
+	}
+	var out opsapi.FileInfo
+	err = f.with(ctx, true, func(c *sftp.Client) error {
+		fi, err := c.Lstat(abs)
+		if err != nil {
+			return err
+		}
+		out = describe(c, abs, path.Base(abs), fi)
+		return nil
+	})
+	if err != nil {
+		return opsapi.FileInfo{}, MapErr(op, p, err)
+	}
+	return out, nil
+}
+
+// describe turns the lstat result lfi of abs into a FileInfo, following
+// it when it is a link.
+func describe(c *sftp.Client, abs, name string, lfi os.FileInfo) opsapi.FileInfo {
+	if !isLink(lfi) {
+		return fileInfo(name, lfi, false)
+	}
+	if fi, err := c.Stat(abs); err == nil {
+		return fileInfo(name, fi, true)
+	}
+	return fileInfo(name, lfi, true)
+}
+
+func fileInfo(name string, fi os.FileInfo, symlink bool) opsapi.FileInfo {
+	t := opsapi.TypeOther
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		t = opsapi.TypeFile
+	case m.IsDir():
+		t = opsapi.TypeDir
+	case m&fs.ModeSymlink != 0:
+		t = opsapi.TypeSymlink
+	}
+	return opsapi.FileInfo{
+		Name:    name,
+		Type:    t,
+		Size:    fi.Size(),
+		Mode:    fi.Mode().Perm(),
+		ModTime: fi.ModTime(),
+		Symlink: symlink,
+	}
+}
+
+// ReadDir lists p, sorted by name, each entry described as Stat would. A
+// missing p is ErrNotExist, a file ErrNotDir.
+func (f *FS) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error) {
+	op := f.op("ReadDir")
+	abs, err := f.Abs("ReadDir", p)
+	if err != nil {
+		return nil, err
+	}
+	var out []opsapi.FileInfo
+	err = f.with(ctx, true, func(c *sftp.Client) error {
+		entries, err := c.ReadDirContext(ctx, abs)
+		if err != nil {
+			// OpenSSH reports opendir's ENOTDIR as "no such file".
+			if fi, serr := c.Stat(abs); serr == nil && !fi.IsDir() {
+				return opsapi.E(op, p, opsapi.ErrNotDir, nil)
+			}
+			return err
+		}
+		out = make([]opsapi.FileInfo, 0, len(entries))
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			out = append(out, describe(c, path.Join(abs, e.Name()), e.Name(), e))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, MapErr(op, p, err)
+	}
+	slices.SortFunc(out, func(a, b opsapi.FileInfo) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// RealPath returns p's canonical absolute path, every link resolved. A
+// missing path (or a dangling link) is ErrNotExist. OpenSSH's realpath
+// resolves links itself; with a server that only cleans the path
+// (pkg/sftp's), the links are followed here, one lstat per component.
+func (f *FS) RealPath(ctx context.Context, p string) (string, error) {
+	op := f.op("RealPath")
+	abs, err := f.Abs("RealPath", p)
+	if err != nil {
+		return "", err
+	}
+	out, err := withValue(ctx, f, true, func(c *sftp.Client) (string, error) {
+		if !serverResolvesLinks(c) {
+			return resolveLinks(c, abs)
+		}
+		out, err := c.RealPath(abs)
+		if err != nil {
+			return "", err
+		}
+		// A server may canonicalize a missing last component.
+		_, err = c.Lstat(out)
+		return out, err
+	}, nil)
+	if err != nil {
+		return "", MapErr(op, p, err)
+	}
+	return out, nil
+}
+
+// serverResolvesLinks tells OpenSSH's sftp-server (whose realpath
+// resolves links, and which has offered fsync@openssh.com since 6.5) from
+// servers whose realpath only cleans the path.
+func serverResolvesLinks(c *sftp.Client) bool {
+	_, ok := c.HasExtension(extFsync)
+	return ok
+}
+
+// resolveLinks is realpath(3) done over lstat and readlink.
+func resolveLinks(c *sftp.Client, abs string) (string, error) {
+	parts := strings.Split(strings.Trim(abs, "/"), "/")
+	resolved := "/"
+	links := 0
+	for len(parts) > 0 {
+		name := parts[0]
+		parts = parts[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			resolved = path.Dir(resolved)
+			continue
+		}
+		next := path.Join(resolved, name)
+		fi, err := c.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if isLink(fi) {
+			if links++; links > maxLinks {
+				return "", opsapi.E("realpath", abs, opsapi.ErrPermission, errors.New("too many levels of symbolic links"))
+			}
+			dest, err := c.ReadLink(next)
+			if err != nil {
+				return "", err
+			}
+			if strings.HasPrefix(dest, "/") {
+				resolved = "/"
+			}
+			parts = append(strings.Split(dest, "/"), parts...)
+			continue
+		}
+		if len(parts) > 0 && !fi.IsDir() {
+			return "", opsapi.E("realpath", abs, opsapi.ErrNotDir, nil)
+		}
+		resolved = next
+	}
+	return resolved, nil
+}
