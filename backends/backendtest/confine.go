@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,49 +244,84 @@ func (s *suite) confine(t *testing.T) {
 		}
 	})
 	t.Run("Symlink_swapped_between_check_and_use_never_reaches_the_canary", func(t *testing.T) {
+		// A command flips "race" between a file inside and the canary, and
+		// "racedir" between a directory inside and the canary's directory,
+		// while every operation hammers them for a second.
 		ws, c := s.confined(t)
 		put(t, ws, "inside.txt", "inside\n")
+		put(t, ws, "in/"+c.name, "inside\n")
 		ctx, cancel := context.WithCancel(ctxOf(t))
-		swapped := make(chan error, 1)
+		defer cancel()
+		var swapOut bytes.Buffer
+		type outcome struct {
+			res opsapi.ExecResult
+			err error
+		}
+		swapped := make(chan outcome, 1)
 		go func() {
-			_, err := ws.Exec(ctx, opsapi.ExecRequest{
-				Command: "while :; do ln -sfn inside.txt race; ln -sfn " + shq(c.abs) + " race; done",
-				Timeout: 20 * time.Second,
+			res, err := ws.Exec(ctx, opsapi.ExecRequest{
+				Command: "while :; do ln -sfn inside.txt race; ln -sfn in racedir; " +
+					"ln -sfn " + shq(c.abs) + " race; ln -sfn " + shq(c.dir) + " racedir; done",
+				Timeout: 30 * time.Second, Output: &swapOut,
 			})
-			swapped <- err
+			swapped <- outcome{res, err}
 		}()
-		var reads, insideReads, writes atomic.Int64
-		deadline := time.Now().Add(time.Second)
-		for time.Now().Before(deadline) {
-			if b, err := readAll(ctxOf(t), ws, "race"); err == nil {
-				reads.Add(1)
-				if strings.Contains(string(b), "CANARY") {
-					t.Fatalf("read the canary through a swapped link: %q", b)
-				}
-				if string(b) == "inside\n" {
-					insideReads.Add(1)
-				}
-			} else if !errors.Is(err, opsapi.ErrPermission) && !errors.Is(err, opsapi.ErrNotExist) {
-				t.Errorf("read race: %v", err)
-			}
-			if err := ws.WriteFile(ctxOf(t), "race", strings.NewReader("inside\n")); err == nil {
-				writes.Add(1)
-			}
-			if fi, err := ws.Stat(ctxOf(t), "race"); err == nil && fi.Type == opsapi.TypeFile && fi.Size == int64(len(c.content)) {
-				t.Errorf("Stat through the swapped link described the canary: %+v", fi)
-			}
-			if res, err := ws.Search(ctxOf(t), opsapi.SearchRequest{Pattern: "CANARY", Path: "race"}); err == nil && len(res.Lines) > 0 {
-				t.Errorf("Search through the swapped link found %v", fmtLines(res.Lines))
+		if !eventually(10*time.Second, func() bool { _, err := ws.Stat(ctxOf(t), "racedir"); return err == nil }) {
+			t.Fatal("the swapping command never started")
+		}
+		var inside, refused atomic.Int64
+		check := func(what string, b []byte, err error) {
+			switch {
+			case err == nil && strings.Contains(string(b), "CANARY"):
+				t.Errorf("%s reached the canary: %q", what, b)
+			case err == nil:
+				inside.Add(1)
+			case errors.Is(err, opsapi.ErrPermission):
+				refused.Add(1)
+			case !errors.Is(err, opsapi.ErrNotExist): // ln's unlink-then-link gap
+				t.Errorf("%s: %v", what, err)
 			}
 		}
+		hammer := func(op func()) func() {
+			return func() {
+				for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+					op()
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(hammer(func() { b, err := readAll(ctx, ws, "race"); check("Open(race)", b, err) }))
+		wg.Go(hammer(func() { b, err := readAll(ctx, ws, "racedir/"+c.name); check("Open(racedir/canary)", b, err) }))
+		wg.Go(hammer(func() { _ = ws.WriteFile(ctx, "race", strings.NewReader("inside\n")) }))
+		wg.Go(hammer(func() { _ = ws.WriteFile(ctx, "racedir/"+c.name, strings.NewReader("inside\n")) }))
+		wg.Go(hammer(func() {
+			fi, err := ws.Stat(ctx, "racedir/"+c.name)
+			if err == nil && fi.Size == int64(len(c.content)) {
+				t.Errorf("Stat(racedir/canary) described the canary: %+v", fi)
+			}
+		}))
+		wg.Go(hammer(func() {
+			res, err := ws.Search(ctx, opsapi.SearchRequest{Pattern: "CANARY", Path: "racedir"})
+			check("Search(racedir)", []byte(fmtLines(res.Lines)), err)
+		}))
+		wg.Go(hammer(func() {
+			var out bytes.Buffer
+			_, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "cat " + shq(c.name), Cwd: "racedir", Output: &out})
+			check("Exec(cwd racedir)", out.Bytes(), err)
+		}))
+		wg.Wait()
 		cancel()
 		select {
-		case err := <-swapped:
-			must(t, err)
+		case o := <-swapped:
+			must(t, o.err)
+			eq(t, "swapper canceled (not exited early)", o.res.Canceled, true)
 		case <-time.After(30 * time.Second):
 			t.Fatal("the swapping command did not stop after cancel")
 		}
-		t.Logf("%d reads (%d of the inside file), %d writes", reads.Load(), insideReads.Load(), writes.Load())
+		t.Logf("%d operations reached the inside target, %d were refused; swapper said %q", inside.Load(), refused.Load(), swapOut.String())
+		if inside.Load() == 0 || refused.Load() == 0 {
+			t.Errorf("the race was not exercised: %d inside, %d refused", inside.Load(), refused.Load())
+		}
 		got, err := os.ReadFile(c.abs)
 		must(t, err)
 		eq(t, "canary", string(got), c.content)
