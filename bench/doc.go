@@ -21,9 +21,9 @@
 //   - stream.base64: `head -c 1G /dev/zero | base64` through the bash
 //     tool (streaming output, bounded broker memory).
 //
-// For every row the report gives p50, p90, p99, throughput and the peak
-// RSS of the process doing the work (the broker process for HTTP rows;
-// the harness itself for in-process rows). HTTP/in-process ratios are
+// For every row the report gives p50, p90, p99, throughput, and the peak
+// RSS and CPU of the process doing the work (the broker process for HTTP
+// rows; the harness itself for in-process rows). HTTP/in-process ratios are
 // printed per backend, and the issue's targets are printed as PASS or
 // FAIL. Targets are never asserted in unit tests: machines are noisy.
 //
@@ -33,9 +33,10 @@
 //	-quick          3 s load, short per-op runs, small stream (smoke test)
 //	-json file      also write the report as JSON
 //	-only regexp    run only the rows whose name matches
+//	-targets regexp run only on the targets whose name matches
 //
 // See -help for the rest (client count, request rate, stream size, a
-// prebuilt broker binary).
+// prebuilt broker binary, -strict to exit 3 when a target is missed).
 //
 // # Adding a backend
 //

@@ -32,6 +32,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.StreamBytes, "stream-bytes", cfg.StreamBytes, "bytes of zeros piped through base64 in stream.base64")
 	fs.IntVar(&cfg.StreamRuns, "stream-runs", cfg.StreamRuns, "repetitions of stream.base64")
 	fs.StringVar(&cfg.Only, "only", "", "run only the rows whose name matches this regexp (e.g. 'op\\.|load')")
+	fs.StringVar(&cfg.Targets, "targets", "", "run only on the targets whose name matches this regexp (e.g. 'http')")
 	fs.StringVar(&cfg.BrokerBin, "broker-bin", "", "use this broker binary instead of building ./cmd/broker")
 	fs.StringVar(&cfg.BrokerLogLevel, "broker-log-level", cfg.BrokerLogLevel, "the broker's --log-level (its log goes to a file)")
 	if err := fs.Parse(args); err != nil {

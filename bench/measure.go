@@ -101,23 +101,33 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// RSSSampler tracks the peak resident set size of one process while a
-// measurement runs. It resets the kernel's high-water mark (VmHWM) at
-// the start when it may, so the peak belongs to this measurement, and
-// also polls VmRSS, which catches the peak when the reset is refused.
-type RSSSampler struct {
+// ProcSampler tracks one process while a measurement runs: its peak
+// resident set size and the CPU time it and its waited-for children
+// (commands, ripgrep) used. It resets the kernel's RSS high-water mark
+// (VmHWM) at the start when it may, so the peak belongs to this
+// measurement, and also polls VmRSS, which catches the peak when the
+// reset is refused.
+type ProcSampler struct {
 	pid     int
 	resetOK bool
+	cpu0    time.Duration
 	stop    chan struct{}
 	done    chan struct{}
 	mu      sync.Mutex
 	peak    int64 // bytes, the highest VmRSS seen
 }
 
-// StartRSS starts sampling pid every interval.
-func StartRSS(pid int, interval time.Duration) *RSSSampler {
-	s := &RSSSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+// Usage is what a ProcSampler measured; zero fields are unknown.
+type Usage struct {
+	PeakRSS int64         // bytes
+	CPU     time.Duration // user+system, the process and its children
+}
+
+// StartSampler starts sampling pid every interval.
+func StartSampler(pid int, interval time.Duration) *ProcSampler {
+	s := &ProcSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
 	s.resetOK = resetPeakRSS(pid) == nil
+	s.cpu0, _ = procCPU(pid)
 	s.sample()
 	go func() {
 		defer close(s.done)
@@ -135,7 +145,7 @@ func StartRSS(pid int, interval time.Duration) *RSSSampler {
 	return s
 }
 
-func (s *RSSSampler) sample() {
+func (s *ProcSampler) sample() {
 	rss, err := procStatus(s.pid, "VmRSS")
 	if err != nil {
 		return
@@ -145,21 +155,55 @@ func (s *RSSSampler) sample() {
 	s.mu.Unlock()
 }
 
-// Stop ends sampling and returns the peak RSS in bytes (0 when the
-// process could not be read). Call it before the process exits.
-func (s *RSSSampler) Stop() int64 {
+// Stop ends sampling and returns the usage since Start. Call it before
+// the process exits.
+func (s *ProcSampler) Stop() Usage {
 	close(s.stop)
 	<-s.done
 	s.sample()
 	s.mu.Lock()
-	peak := s.peak
+	u := Usage{PeakRSS: s.peak}
 	s.mu.Unlock()
 	if s.resetOK {
 		if hwm, err := procStatus(s.pid, "VmHWM"); err == nil {
-			peak = max(peak, hwm)
+			u.PeakRSS = max(u.PeakRSS, hwm)
 		}
 	}
-	return peak
+	if cpu, err := procCPU(s.pid); err == nil && s.cpu0 > 0 {
+		u.CPU = cpu - s.cpu0
+	}
+	return u
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
+// Linux architecture Go supports.
+const clockTick = time.Second / 100
+
+// procCPU returns utime+stime+cutime+cstime of pid.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields after it are
+	// plain. utime is field 14, so the 12th after the closing paren.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, field := range f[11:15] {
+		n, err := strconv.ParseInt(string(field), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
 }
 
 // resetPeakRSS resets pid's VmHWM to its current RSS (Linux 4.0+, allowed

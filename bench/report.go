@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -85,7 +86,10 @@ func (rep *Report) verdicts() []Verdict {
 			}
 			v := g.Value(r)
 			op, pass := ">=", v >= g.Limit
-			if g.AtMost {
+			switch {
+			case g.AtMost && g.Limit == 0:
+				op, pass = "=", v == 0
+			case g.AtMost:
 				op, pass = "<=", v <= g.Limit
 			}
 			vd := Verdict{Row: r.Name, Target: r.Target, Value: v, Unit: g.Unit, Pass: pass,
@@ -145,6 +149,10 @@ func div(a, b float64) float64 {
 	return a / b
 }
 
+// cores is the average number of CPUs the working process (and its
+// commands) used during the row.
+func (r Row) cores() float64 { return div(r.CPU.Seconds(), r.Elapsed.Seconds()) }
+
 // throughput is MB/s for data rows, calls/s otherwise.
 func (r Row) throughput() float64 {
 	if r.MBps > 0 {
@@ -156,8 +164,8 @@ func (r Row) throughput() float64 {
 // WriteTable prints the rows, the ratios and the verdicts as aligned
 // text tables.
 func (rep *Report) WriteTable(w io.Writer) {
-	t := &table{header: []string{"ROW", "TARGET", "CALLS", "ERR", "P50 ms", "P90 ms", "P99 ms", "THROUGHPUT", "PEAK RSS", "NOTE"},
-		right: []bool{false, false, true, true, true, true, true, true, true, false}}
+	t := &table{header: []string{"ROW", "TARGET", "CALLS", "ERR", "P50 ms", "P90 ms", "P99 ms", "THROUGHPUT", "PEAK RSS", "CPU", "NOTE"},
+		right: []bool{false, false, true, true, true, true, true, true, true, true, false}}
 	for _, r := range rep.Rows {
 		tp := fmt.Sprintf("%.0f/s", r.Throughput)
 		if r.MBps > 0 {
@@ -172,9 +180,10 @@ func (rep *Report) WriteTable(w io.Writer) {
 			note = strings.TrimSpace(note + " first error: " + oneLine(r.FirstError))
 		}
 		t.add(r.Name, r.Target, fmt.Sprint(r.Count), fmt.Sprint(r.Errors),
-			fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), tp, rss, note)
+			fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), tp, rss, fmt.Sprintf("%.2f", r.cores()), note)
 	}
 	t.write(w)
+	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on in-process rows.")
 
 	if rs := rep.ratios(); len(rs) > 0 {
 		fmt.Fprintln(w, "\nHTTP / in-process")
@@ -195,7 +204,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			if !v.Pass {
 				verdict = "FAIL"
 			}
-			t.add(verdict, v.Row, v.Target, v.Goal, strings.TrimSpace(fmt.Sprintf("%.3g %s", v.Value, v.Unit)), v.Note)
+			t.add(verdict, v.Row, v.Target, v.Goal, strings.TrimSpace(fmtNum(v.Value)+" "+v.Unit), v.Note)
 		}
 		t.write(w)
 	}
@@ -204,10 +213,15 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 }
 
-// fmtMs formats a latency in milliseconds with three significant digits.
-func fmtMs(d time.Duration) string {
-	v := ms(d)
+// fmtMs formats a latency in milliseconds.
+func fmtMs(d time.Duration) string { return fmtNum(ms(d)) }
+
+// fmtNum formats a figure with about three significant digits, never in
+// exponent form.
+func fmtNum(v float64) string {
 	switch {
+	case v == math.Trunc(v) && v < 1e15:
+		return fmt.Sprintf("%.0f", v)
 	case v < 1:
 		return fmt.Sprintf("%.3f", v)
 	case v < 100:
@@ -290,6 +304,7 @@ type jsonRow struct {
 	CallsPerS    float64 `json:"callsPerS"`
 	MBPerS       float64 `json:"mbPerS,omitempty"`
 	PeakRSSBytes int64   `json:"peakRssBytes"`
+	CPUCores     float64 `json:"cpuCores"`
 	Note         string  `json:"note,omitempty"`
 }
 
@@ -302,7 +317,7 @@ func (rep *Report) WriteJSON(path string) error {
 			Calls: r.Count, Errors: r.Errors, FirstError: r.FirstError,
 			P50Ms: ms(r.P50), P90Ms: ms(r.P90), P99Ms: ms(r.P99), MaxMs: ms(r.Max), MeanMs: ms(r.Mean),
 			ElapsedS: r.Elapsed.Seconds(), CallsPerS: r.Throughput, MBPerS: r.MBps,
-			PeakRSSBytes: r.PeakRSS, Note: r.Note,
+			PeakRSSBytes: r.PeakRSS, CPUCores: r.cores(), Note: r.Note,
 		})
 	}
 	cfg := rep.Config
@@ -312,7 +327,7 @@ func (rep *Report) WriteJSON(path string) error {
 		"config": map[string]any{
 			"duration": cfg.Duration.String(), "opTime": cfg.OpTime.String(), "clients": cfg.Clients,
 			"rate": cfg.Rate, "streamBytes": cfg.StreamBytes, "streamRuns": cfg.StreamRuns,
-			"only": cfg.Only, "brokerLogLevel": cfg.BrokerLogLevel, "quick": cfg.Quick,
+			"only": cfg.Only, "targets": cfg.Targets, "brokerLogLevel": cfg.BrokerLogLevel, "quick": cfg.Quick,
 		},
 		"results":  rows,
 		"ratios":   rep.ratios(),

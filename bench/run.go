@@ -25,6 +25,7 @@ type Config struct {
 	StreamBytes    int64         // input bytes of stream.base64
 	StreamRuns     int           // repetitions of stream.base64
 	Only           string        // regexp over row names
+	Targets        string        // regexp over target names
 	BrokerBin      string
 	BrokerLogLevel string
 	SampleEvery    time.Duration // RSS sampling interval
@@ -77,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := regexp.Compile(c.Only); err != nil {
 		return fmt.Errorf("-only: %w", err)
+	}
+	if _, err := regexp.Compile(c.Targets); err != nil {
+		return fmt.Errorf("-targets: %w", err)
 	}
 	return nil
 }
@@ -137,10 +141,10 @@ type Report struct {
 // progress, and returns the report. A scenario that fails on a target
 // is recorded in Failures and the run goes on.
 func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Writer) (*Report, error) {
-	only, err := regexp.Compile(cfg.Only)
-	if err != nil {
-		return nil, fmt.Errorf("-only: %w", err)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
+	only, onlyTargets := regexp.MustCompile(cfg.Only), regexp.MustCompile(cfg.Targets)
 	tmp, err := os.MkdirTemp("", "wsbroker-bench-")
 	if err != nil {
 		return nil, err
@@ -159,6 +163,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 			continue
 		}
 		for _, t := range targets() {
+			if !onlyTargets.MatchString(t.Name) {
+				continue
+			}
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}

@@ -11,9 +11,9 @@ import (
 type Result struct {
 	Name string
 	Stats
-	// PeakRSS is the peak resident set size in bytes of the process doing
-	// the work while the row ran; 0 when unknown.
-	PeakRSS int64
+	// Usage is the peak RSS and CPU time of the process doing the work
+	// (the broker over HTTP, the harness in-process) while the row ran.
+	Usage
 	// MBps, when set, is the throughput in bytes (1e6) per second, for
 	// rows that move data rather than count calls.
 	MBps float64
@@ -43,6 +43,9 @@ const (
 	warmupCalls = 20
 	minCalls    = 5
 	maxCalls    = 200_000
+	// rowSlack bounds a row beyond OpTime, so a hung call fails the row
+	// instead of hanging the run.
+	rowSlack = 2 * time.Minute
 )
 
 func runLatency(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
@@ -56,28 +59,40 @@ func runLatency(ctx context.Context, env *Env, s *Session, rows []string) ([]Res
 		if !ok {
 			continue
 		}
-		for range warmupCalls {
-			if err := op(ctx); err != nil {
-				return nil, fmt.Errorf("%s (warm-up): %w", name, err)
-			}
+		res, err := latencyRow(ctx, env, s, name, op)
+		if err != nil {
+			return out, err
 		}
-		rss := StartRSS(s.PID, env.Config.SampleEvery)
-		var rec Recorder
-		start := time.Now()
-		deadline := start.Add(env.Config.OpTime)
-		rec.Start(start)
-		for i := 0; i < maxCalls && (i < minCalls || time.Now().Before(deadline)); i++ {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			t0 := time.Now()
-			err := op(ctx)
-			rec.Record(time.Since(t0), err)
-		}
-		rec.Stop(time.Now())
-		out = append(out, Result{Name: name, Stats: rec.Stats(), PeakRSS: rss.Stop()})
+		out = append(out, res)
 	}
 	return out, nil
+}
+
+// latencyRow measures one op.
+func latencyRow(ctx context.Context, env *Env, s *Session, name string, op Op) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, env.Config.OpTime+rowSlack)
+	defer cancel()
+	for range warmupCalls {
+		if err := op(ctx); err != nil {
+			return Result{}, fmt.Errorf("%s (warm-up): %w", name, err)
+		}
+	}
+	proc := StartSampler(s.PID, env.Config.SampleEvery)
+	var rec Recorder
+	start := time.Now()
+	deadline := start.Add(env.Config.OpTime)
+	rec.Start(start)
+	for i := 0; i < maxCalls && (i < minCalls || time.Now().Before(deadline)); i++ {
+		if err := ctx.Err(); err != nil {
+			proc.Stop()
+			return Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		t0 := time.Now()
+		err := op(ctx)
+		rec.Record(time.Since(t0), err)
+	}
+	rec.Stop(time.Now())
+	return Result{Name: name, Stats: rec.Stats(), Usage: proc.Stop()}, nil
 }
 
 // loadMixed is the mixed workload of many concurrent clients: read,
@@ -134,7 +149,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 	for _, op := range loadMix {
 		perOp[op] = &Recorder{}
 	}
-	rss := StartRSS(s.PID, cfg.SampleEvery)
+	proc := StartSampler(s.PID, cfg.SampleEvery)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
 	// Calls still running at the end are waited for, but not forever.
@@ -169,7 +184,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 		return nil
 	})
 	stop := time.Now()
-	peak := rss.Stop()
+	usage := proc.Stop()
 	note := fmt.Sprintf("%d clients, closed loop", cfg.Clients)
 	if interval > 0 {
 		note = fmt.Sprintf("%d clients x %g calls/s", cfg.Clients, cfg.Rate)
@@ -182,7 +197,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 		}
 		rec.Start(start)
 		rec.Stop(stop)
-		out = append(out, Result{Name: row, Stats: rec.Stats(), PeakRSS: peak, Note: note})
+		out = append(out, Result{Name: row, Stats: rec.Stats(), Usage: usage, Note: note})
 	}
 	return out, nil
 }
@@ -217,7 +232,7 @@ func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Resu
 		return nil, nil
 	}
 	cfg := env.Config
-	rss := StartRSS(s.PID, cfg.SampleEvery)
+	proc := StartSampler(s.PID, cfg.SampleEvery)
 	var rec Recorder
 	start := time.Now()
 	rec.Start(start)
@@ -233,10 +248,10 @@ func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Resu
 	st := rec.Stats()
 	out := float64(base64Len(cfg.StreamBytes)) * float64(st.Count-st.Errors)
 	return []Result{{
-		Name:    streamBase64,
-		Stats:   st,
-		PeakRSS: rss.Stop(),
-		MBps:    out / 1e6 / st.Elapsed.Seconds(),
-		Note:    fmt.Sprintf("head -c %s /dev/zero | base64, bash tool, streamed", formatBytes(cfg.StreamBytes)),
+		Name:  streamBase64,
+		Stats: st,
+		Usage: proc.Stop(),
+		MBps:  out / 1e6 / st.Elapsed.Seconds(),
+		Note:  fmt.Sprintf("head -c %s /dev/zero | base64, bash tool, streamed", formatBytes(cfg.StreamBytes)),
 	}}, nil
 }
