@@ -223,6 +223,36 @@ func (s *suite) exec(t *testing.T) {
 		}
 		wantTreeGone(t, ws, "gc.pid", "beat")
 	})
+	t.Run("Exec_with_an_already_canceled_ctx_runs_nothing", func(t *testing.T) {
+		ws := s.parallel(t)
+		ctx, cancel := context.WithCancel(ctxOf(t))
+		cancel()
+		res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "touch ran"})
+		if err == nil && !res.Canceled {
+			t.Errorf("Exec with a canceled ctx = %+v, want an error or Canceled", res)
+		}
+		_, err = ws.Stat(ctxOf(t), "ran")
+		wantKind(t, err, opsapi.ErrNotExist)
+	})
+	t.Run("Destroy_kills_a_running_command_and_twice_is_not_an_error", func(t *testing.T) {
+		ws := s.parallel(t)
+		d := capability[opsapi.Destroyer](t, ws)
+		done := make(chan error, 1)
+		go func() {
+			_, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "echo started > started; sleep 60"})
+			done <- err
+		}()
+		if !eventually(10*time.Second, func() bool { _, err := ws.Stat(ctxOf(t), "started"); return err == nil }) {
+			t.Fatal("the command never started")
+		}
+		must(t, d.Destroy(ctxOf(t)))
+		select {
+		case <-done: // killed: a result or an error, but no hang
+		case <-time.After(20 * time.Second):
+			t.Fatal("Exec still running 20s after Destroy")
+		}
+		must(t, d.Destroy(ctxOf(t)))
+	})
 	t.Run("Exec_background_child_holding_the_pipe_does_not_hang", func(t *testing.T) {
 		ws := s.parallel(t)
 		start := time.Now()

@@ -188,6 +188,20 @@ func (s *suite) files(t *testing.T) {
 		eq(t, "content", get(t, ws, "d/f"), "old")
 		eq(t, "listing", fmt.Sprint(names(t, ws, "d")), "[f]")
 	})
+	t.Run("WriteFile_with_an_already_canceled_ctx_writes_nothing", func(t *testing.T) {
+		ws := s.parallel(t)
+		put(t, ws, "d/f", "old")
+		ctx, cancel := context.WithCancel(ctxOf(t))
+		cancel()
+		if err := ws.WriteFile(ctx, "d/f", strings.NewReader("new")); err == nil {
+			t.Error("WriteFile with a canceled ctx returned nil")
+		}
+		if err := ws.WriteFile(ctx, "d/g", strings.NewReader("new")); err == nil {
+			t.Error("WriteFile of a new file with a canceled ctx returned nil")
+		}
+		eq(t, "content", get(t, ws, "d/f"), "old")
+		eq(t, "listing", fmt.Sprint(names(t, ws, "d")), "[f]")
+	})
 	t.Run("WriteFile_success_leaves_no_temp_file", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "d/f", "one")

@@ -3,13 +3,17 @@ package backendtest
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"hash"
 	"io"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tools"
 )
 
 // heapBound is how much the test process's heap may grow while 100 MB or
@@ -52,6 +56,37 @@ func (s *suite) heavy(t *testing.T) {
 		if g := probe.growth(); g > heapBound {
 			t.Errorf("heap grew by %d MB while streaming 1 GiB, want < %d MB", g>>20, heapBound>>20)
 		}
+	})
+	t.Run("tools_bash_100MB_single_line_keeps_the_tail_with_bounded_memory", func(t *testing.T) {
+		ws := s.serial(t)
+		tb := tools.New(ws, tools.Options{})
+		probe := newHeapProbe()
+		r := tb.Call(ctxOf(t), "bash", json.RawMessage(`{"command":"head -c 104857600 /dev/zero | tr '\\0' a"}`),
+			func(tools.Result) { probe.sample() })
+		if g := probe.growth(); g > heapBound {
+			t.Errorf("heap grew by %d MB for a 100 MB line, want < %d MB", g>>20, heapBound>>20)
+		}
+		eq(t, "error", r.IsError, false)
+		got := textOf(r)
+		m := regexp.MustCompile(`^(a*)\n\n\[Showing last 50\.0KB of line 1 \(line is 100\.0MB\)\. Full output: (.+)\]$`).FindStringSubmatch(got)
+		if m == nil {
+			t.Fatalf("text = %q...%q", got[:min(40, len(got))], got[max(0, len(got)-120):])
+		}
+		eq(t, "tail bytes", len(m[1]), 51200)
+		fi, err := ws.Stat(ctxOf(t), m[2])
+		must(t, err)
+		eq(t, "full output size", fi.Size, 104857600)
+	})
+	t.Run("tools_read_of_a_100MB_file_shows_2000_lines_with_bounded_memory", func(t *testing.T) {
+		ws := s.serial(t)
+		sh(t, ws, "{ yes line | head -n 19999999; printf line; } > big.txt")
+		tb := tools.New(ws, tools.Options{})
+		probe := newHeapProbe()
+		got := ok(t, tb, "read", `{"path":"big.txt"}`)
+		if g := probe.growth(); g > heapBound {
+			t.Errorf("heap grew by %d MB reading a 100 MB file, want < %d MB", g>>20, heapBound>>20)
+		}
+		eq(t, "text", got, strings.Repeat("line\n", 2000)+"\n[Showing lines 1-2000 of 20000000. Use offset=2001 to continue.]")
 	})
 	t.Run("Exec_1000_zombies_then_the_next_command_still_forks", func(t *testing.T) {
 		ws := s.serial(t)

@@ -107,6 +107,12 @@ func (s *suite) search(t *testing.T) {
 		res := searchOK(t, ws, opsapi.SearchRequest{Pattern: "two", Path: "crlf.txt"})
 		eq(t, "lines", fmtLines(res.Lines), "crlf.txt:2:two:match")
 	})
+	t.Run("Search_replaces_invalid_UTF8_in_line_text", func(t *testing.T) {
+		ws := s.parallel(t)
+		put(t, ws, "bad.txt", "ok line\nbad \xff\xfe line\n")
+		res := searchOK(t, ws, opsapi.SearchRequest{Pattern: "bad", Path: "bad.txt"})
+		eq(t, "lines", fmtLines(res.Lines), "bad.txt:2:bad \ufffd\ufffd line:match")
+	})
 	t.Run("Search_no_match_is_empty_not_an_error", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "a.txt", "nothing here\n")
