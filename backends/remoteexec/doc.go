@@ -1,0 +1,58 @@
+// Package remoteexec runs commands on a remote machine or in a container so
+// that a deadline or a cancel can kill the whole process tree, over any
+// transport that can start a command and run a short one.
+//
+// # Overview
+//
+// Neither SSH nor the Docker engine can reliably kill what a command
+// started: the engine has no exec-kill API (moby #9098), and OpenSSH
+// honours the "signal" request only from 7.9 and only for the session's
+// own process, while closing a session kills nothing. So every command runs
+// under a small POSIX sh wrapper:
+//
+//	sh -c WRAPPER wsbroker CWD SHELL COMMAND ENV...
+//
+// The wrapper changes into CWD (reporting a missing one), then starts
+// `setsid sh -c ...`, whose first act is to print its own pid, the id of
+// the new process group and session, on a control line on stderr; it then
+// sends its stderr into stdout (so the two keep their order) and execs
+// `env -- ENV... SHELL -c COMMAND`. The wrapper waits for it and prints the
+// exit status on a second control line. Stdout carries the command's
+// output only; stderr carries only control lines, each starting with
+// "@wsbroker ".
+//
+// Every command's environment holds a marker, WSBROKER_CALL=<random>, and
+// the workspace's own marker. On a deadline or cancel, a second command
+// (the RunFunc) runs a kill script: SIGTERM to the group and to every
+// process whose /proc/PID/environ holds the call's marker (which catches
+// children that called setsid themselves), a grace period, then SIGKILL
+// until none is left. The wrapper, outside the group, then reports 143 or
+// 137.
+//
+// # Exit status
+//
+// A status above 128 is read as death by signal N = status-128, as a shell
+// reports it; ExecResult.Signal names it with Linux's numbering.
+//
+// # Output
+//
+// After the command exits, output is drained until it has been quiet for
+// DrainIdle (100 ms, re-armed by output), for at most MaxDrain, so a
+// background child that holds the pipe neither hangs the call nor loses
+// late output. Output passes through one 32 KiB buffer and is written
+// serially, never after Exec returns: memory stays bounded whatever the
+// command prints.
+//
+// # Lost transport
+//
+// When the transport dies mid-command (no exit status ever arrives) Exec
+// fails with opsapi.ErrUnavailable. The call's marker is remembered, and
+// its processes are killed by Reap, which the next Exec runs first, so no
+// orphan of a lost call outlives the reconnect.
+//
+// # Requirements on the remote side
+//
+// A POSIX sh, setsid (util-linux or BusyBox), env, grep with -z, sed, sort
+// and /proc: any Linux. The remote login shell must accept a POSIX
+// command line (sh, bash, dash, zsh, ksh).
+package remoteexec

@@ -1,0 +1,558 @@
+package remoteexec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Process is one command started on the remote side, with an empty stdin.
+type Process interface {
+	// Stdout and Stderr are the command's output streams; they end (EOF
+	// or an error) when the remote side closes them or the process is
+	// closed.
+	Stdout() io.Reader
+	Stderr() io.Reader
+	// Wait waits until the command has ended and its streams are closed,
+	// and returns its exit status; err means the transport failed and no
+	// status will come (e.g. the connection was lost).
+	Wait() (Status, error)
+	// Close abandons the command: its channel is closed, so that reads and
+	// Wait return. It does not kill anything on the remote side.
+	Close() error
+}
+
+// Status is how a remote command ended as the transport reports it.
+type Status struct {
+	Code   int    // exit status; 128+N when killed by signal N
+	Signal string // "SIGTERM", when the transport names one
+}
+
+// StartFunc starts argv on the remote side (argv[0] is the program, found
+// on the remote PATH). A failure to start is returned as an error; it
+// should wrap opsapi.ErrUnavailable when the transport is down.
+type StartFunc func(ctx context.Context, argv []string) (Process, error)
+
+// RunFunc runs a short command to completion and returns its stdout.
+type RunFunc func(ctx context.Context, argv []string) ([]byte, error)
+
+// Config tunes a Runner. Zero fields take the defaults.
+type Config struct {
+	// Shell runs each command as `Shell -c COMMAND`. Default /bin/bash.
+	Shell string
+	// Env are KEY=VALUE pairs every command gets before the request's
+	// own (e.g. LANG, TERM); the remote login environment is kept
+	// underneath.
+	Env []string
+	// KillGrace is the time between SIGTERM and SIGKILL. Default 2s.
+	KillGrace time.Duration
+	// DrainIdle is how long output must stay quiet after the command
+	// exits before Exec returns. Default 100ms.
+	DrainIdle time.Duration
+	// MaxDrain caps the draining after the command exits. Default 5s.
+	MaxDrain time.Duration
+	// Op names the operation in errors, e.g. "ssh.Exec". Default
+	// "remoteexec.Exec".
+	Op string
+}
+
+// Defaults.
+const (
+	DefaultShell     = "/bin/bash"
+	DefaultKillGrace = 2 * time.Second
+	DefaultDrainIdle = 100 * time.Millisecond
+	DefaultMaxDrain  = 5 * time.Second
+)
+
+// CallKey is the environment variable that marks every process of one
+// call.
+const CallKey = "WSBROKER_CALL"
+
+// readBufSize is the one buffer command output passes through.
+const readBufSize = 32 << 10
+
+// giveUpAfterKill is how long Exec waits for the command to end once the
+// kill has run, before it abandons the process.
+const giveUpAfterKill = 5 * time.Second
+
+// Runner runs commands through one transport.
+type Runner struct {
+	start StartFunc
+	run   RunFunc
+	cfg   Config
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]struct{} // markers of calls lost with their transport
+}
+
+// New returns a Runner over start and run. logger may be nil.
+func New(start StartFunc, run RunFunc, cfg Config, logger *slog.Logger) *Runner {
+	if cfg.Shell == "" {
+		cfg.Shell = DefaultShell
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.DrainIdle <= 0 {
+		cfg.DrainIdle = DefaultDrainIdle
+	}
+	if cfg.MaxDrain < cfg.DrainIdle {
+		cfg.MaxDrain = max(DefaultMaxDrain, cfg.DrainIdle)
+	}
+	if cfg.Op == "" {
+		cfg.Op = "remoteexec.Exec"
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{start: start, run: run, cfg: cfg, log: logger, pending: map[string]struct{}{}}
+}
+
+// CheckRequest validates what Exec will send: no NUL anywhere (it would
+// cut an argument), a non-negative timeout, KEY=VALUE env entries whose
+// keys are not reserved.
+func CheckRequest(req opsapi.ExecRequest, reserved ...string) error {
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return errors.New("NUL byte in command")
+	}
+	if strings.IndexByte(req.Cwd, 0) >= 0 {
+		return errors.New("NUL byte in working directory")
+	}
+	if req.Timeout < 0 {
+		return fmt.Errorf("negative timeout %v", req.Timeout)
+	}
+	for _, kv := range req.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return fmt.Errorf("environment entry %q is not KEY=VALUE", kv)
+		case strings.IndexByte(kv, 0) >= 0:
+			return fmt.Errorf("NUL byte in environment entry %q", k)
+		case k == CallKey:
+			return fmt.Errorf("environment variable %s is reserved", k)
+		}
+		for _, r := range reserved {
+			if k == r {
+				return fmt.Errorf("environment variable %s is reserved", k)
+			}
+		}
+	}
+	return nil
+}
+
+// Exec runs req.Command in the absolute remote directory cwd, with
+// markers (KEY=VALUE, e.g. the workspace's) added to its environment, and
+// waits for it as opsapi.BashOperations.Exec describes. A missing cwd is
+// ErrNotExist, a file ErrNotDir; a transport that fails to start the
+// command or dies before the command's end is ErrUnavailable.
+func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, markers ...string) (opsapi.ExecResult, error) {
+	op := r.cfg.Op
+	if err := CheckRequest(req); err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
+	}
+	r.reapInBackground()
+
+	call := CallKey + "=" + randomID()
+	env := make([]string, 0, len(r.cfg.Env)+len(req.Env)+1+len(markers))
+	env = append(append(append(append(env, r.cfg.Env...), req.Env...), call), markers...)
+	argv := append([]string{"sh", "-c", wrapperScript, "wsbroker", cwd, r.cfg.Shell, req.Command}, env...)
+
+	begin := time.Now()
+	p, err := r.start(ctx, argv)
+	if err != nil {
+		if ctx.Err() != nil {
+			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, ctx.Err())
+		}
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+	}
+	c := &execCall{r: r, p: p, req: req, marker: call, begin: begin}
+	res, err := c.pump(ctx)
+	if err != nil {
+		return res, opsapi.E(op, req.Cwd, nil, err)
+	}
+	r.log.Debug("exec", "exit", res.ExitCode, "signal", res.Signal, "timedOut", res.TimedOut,
+		"canceled", res.Canceled, "killed", res.Killed, "duration", res.Duration)
+	return res, nil
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// control events from the wrapper's stderr.
+type control struct {
+	kind string // "pgid", "pid", "exit", "nocwd", "notdir", "eof"
+	n    int
+}
+
+// readControl parses the wrapper's control lines; other lines (a login
+// shell's noise) are skipped, long ones cut.
+func readControl(r io.Reader, out chan<- control, quit <-chan struct{}) {
+	send := func(c control) bool {
+		select {
+		case out <- c:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			continue
+		}
+		if f := strings.Fields(string(line)); len(f) >= 2 && f[0] == "@wsbroker" {
+			c := control{kind: f[1]}
+			if len(f) >= 3 {
+				c.n, _ = strconv.Atoi(f[2])
+			}
+			if !send(c) {
+				return
+			}
+		}
+		if err != nil {
+			send(control{kind: "eof"})
+			return
+		}
+	}
+}
+
+// execCall is one running command.
+type execCall struct {
+	r      *Runner
+	p      Process
+	req    opsapi.ExecRequest
+	marker string
+	begin  time.Time
+}
+
+// cwdErrors end a call whose directory could not be entered.
+var cwdErrors = map[string]error{
+	"nocwd":  opsapi.ErrNotExist,
+	"notdir": opsapi.ErrNotDir,
+	"noperm": opsapi.ErrPermission,
+}
+
+// pump relays output until the command has exited and its output has gone
+// quiet (or a cap is hit), killing the tree on deadline or cancel.
+func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
+	cfg := c.r.cfg
+	var res opsapi.ExecResult
+	quit := make(chan struct{})
+
+	ctl := make(chan control, 4)
+	go readControl(c.p.Stderr(), ctl, quit)
+
+	// The reader hands each chunk over and waits until it has been
+	// written, so one buffer suffices and writes stay serial.
+	chunks := make(chan []byte)
+	ack := make(chan struct{})
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, readBufSize)
+		for {
+			n, err := c.p.Stdout().Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- buf[:n]:
+				case <-quit:
+					return
+				}
+				select {
+				case <-ack:
+				case <-quit:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	stdoutDone := readDone
+	defer func() {
+		close(quit)
+		c.p.Close()
+		select {
+		case <-stdoutDone:
+		case <-time.After(time.Second):
+		}
+	}()
+
+	var deadline <-chan time.Time
+	if c.req.Timeout > 0 {
+		t := time.NewTimer(c.req.Timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	var idleC, capC, giveUpC <-chan time.Time
+	done := ctx.Done()
+
+	pgid, pidOnly := 0, false
+	pgidKnown := make(chan struct{})
+	var killDone chan int
+	kill := func() {
+		deadline, done = nil, nil
+		killDone = make(chan int, 1)
+		go func() {
+			// The group id comes first thing; a command killed
+			// before it arrives is still found by its marker.
+			select {
+			case <-pgidKnown:
+			case <-time.After(cfg.KillGrace):
+			}
+			n, err := c.r.kill(pgid, pidOnly, c.marker)
+			if err != nil {
+				c.r.log.Warn("kill", "pgid", pgid, "err", err)
+			}
+			killDone <- n
+		}()
+	}
+
+	exited, sawExit, eof, outputOK := false, false, false, c.req.Output != nil
+	startDrain := func() {
+		exited = true
+		idle.Reset(cfg.DrainIdle)
+		idleC = idle.C
+		capT := time.NewTimer(cfg.MaxDrain)
+		capC = capT.C
+	}
+	for {
+		if exited && killDone == nil && (eof || idleC == nil && capC == nil) {
+			break
+		}
+		select {
+		case b := <-chunks:
+			if outputOK {
+				if _, err := c.req.Output.Write(b); err != nil {
+					outputOK = false // keep draining; the reader is gone
+				}
+			}
+			ack <- struct{}{}
+			if exited && idleC != nil {
+				idle.Reset(cfg.DrainIdle)
+			}
+		case <-readDone:
+			eof, readDone = true, nil
+		case ev := <-ctl:
+			switch ev.kind {
+			case "pgid", "pid":
+				if pgid == 0 {
+					pgid, pidOnly = ev.n, ev.kind == "pid"
+					close(pgidKnown)
+				}
+			case "nocwd", "notdir", "noperm":
+				if killDone == nil {
+					return opsapi.ExecResult{}, cwdErrors[ev.kind]
+				}
+			case "exit":
+				sawExit = true
+				res.ExitCode = ev.n
+				if ev.n > 128 {
+					res.Signal = SignalName(ev.n - 128)
+				}
+				startDrain()
+			case "eof":
+				ctl = nil
+				if !sawExit {
+					// The wrapper is gone without a word: the
+					// transport died, or someone killed it.
+					startDrain()
+				}
+			}
+		case <-deadline:
+			res.TimedOut = true
+			kill()
+		case <-done:
+			res.Canceled = true
+			kill()
+		case n := <-killDone:
+			res.Killed += n
+			killDone = nil
+			if !exited {
+				t := time.NewTimer(giveUpAfterKill)
+				defer t.Stop()
+				giveUpC = t.C
+			}
+		case <-giveUpC:
+			c.r.log.Warn("command survived its kill; abandoning it", "pgid", pgid)
+			exited, idleC, capC, giveUpC = true, nil, nil, nil
+			c.r.remember(c.marker)
+		case <-idleC:
+			idleC, capC = nil, nil
+		case <-capC:
+			idleC, capC = nil, nil
+		}
+	}
+	res.Duration = time.Since(c.begin)
+	if sawExit {
+		go c.p.Wait()
+		return res, nil
+	}
+	// No exit line: ask the transport how the wrapper ended.
+	c.p.Close()
+	st, err := c.p.Wait()
+	if err != nil || st.Code == -1 {
+		c.r.remember(c.marker)
+		if err == nil {
+			err = errors.New("remote command ended without an exit status")
+		}
+		return res, fmt.Errorf("%w: connection lost while the command ran: %w", opsapi.ErrUnavailable, err)
+	}
+	res.ExitCode, res.Signal = st.Code, st.Signal
+	return res, nil
+}
+
+// remember records the marker of a call whose processes may have outlived
+// their transport, for Reap.
+func (r *Runner) remember(marker string) {
+	r.mu.Lock()
+	r.pending[marker] = struct{}{}
+	r.mu.Unlock()
+}
+
+// Reap kills the processes of calls lost with their transport; it returns
+// how many it killed. Markers whose kill fails stay for the next Reap.
+func (r *Runner) Reap(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	markers := make([]string, 0, len(r.pending))
+	for m := range r.pending {
+		markers = append(markers, m)
+	}
+	r.mu.Unlock()
+	total := 0
+	var errs []error
+	for _, m := range markers {
+		n, err := r.kill(0, false, m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		total += n
+		r.mu.Lock()
+		delete(r.pending, m)
+		r.mu.Unlock()
+	}
+	return total, errors.Join(errs...)
+}
+
+// reapInBackground starts a Reap when calls are pending and none runs.
+func (r *Runner) reapInBackground() {
+	r.mu.Lock()
+	n := len(r.pending)
+	r.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.KillGrace+30*time.Second)
+		defer cancel()
+		if n, err := r.Reap(ctx); n > 0 || err != nil {
+			r.log.Info("reaped processes of lost calls", "killed", n, "err", err)
+		}
+	}()
+}
+
+// KillMarked kills every process whose environment holds marker (KEY=VALUE)
+// with the usual escalation, e.g. when a workspace is destroyed.
+func (r *Runner) KillMarked(ctx context.Context, marker string) (int, error) {
+	if marker == "" || strings.IndexByte(marker, 0) >= 0 || !strings.Contains(marker, "=") {
+		return 0, opsapi.E(r.cfg.Op, "", opsapi.ErrInvalid, fmt.Errorf("bad marker %q", marker))
+	}
+	return r.killCtx(ctx, 0, false, marker)
+}
+
+func (r *Runner) kill(pgid int, pidOnly bool, marker string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.KillGrace+30*time.Second)
+	defer cancel()
+	return r.killCtx(ctx, pgid, pidOnly, marker)
+}
+
+// killCtx runs the kill script through the RunFunc.
+func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker string) (int, error) {
+	mode := "group"
+	if pidOnly {
+		mode = "pid"
+	}
+	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
+	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, strconv.Itoa(max(pgid, 0)), marker, graceMS})
+	if err != nil {
+		return 0, fmt.Errorf("kill script: %w", err)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if n, ok := strings.CutPrefix(line, "@wsbroker killed "); ok {
+			k, _ := strconv.Atoi(strings.TrimSpace(n))
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("kill script gave no count: %q", bytes.TrimSpace(out))
+}
+
+// linuxSignals names Linux's signal numbers (the remote side's, whatever
+// the broker runs on).
+var linuxSignals = [...]string{
+	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
+	20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
+	26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
+}
+
+// SignalName is Linux's name for signal n, e.g. 15 → "SIGTERM"; real-time
+// signals are "SIGRTMIN+k"; anything else is "".
+func SignalName(n int) string {
+	switch {
+	case n > 0 && n < len(linuxSignals):
+		return linuxSignals[n]
+	case n >= 34 && n <= 64:
+		return "SIGRTMIN+" + strconv.Itoa(n-34)
+	}
+	return ""
+}
+
+// ShellJoin quotes argv for a POSIX shell, e.g. for an SSH exec request,
+// which the remote login shell parses.
+func ShellJoin(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(Quote(a))
+	}
+	return b.String()
+}
+
+// Quote quotes s as one POSIX shell word.
+func Quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

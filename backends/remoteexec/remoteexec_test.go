@@ -1,0 +1,309 @@
+package remoteexec_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/backends/remoteexec"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// The transport in these tests is the local machine itself: argv runs as
+// a real process, as it would behind an SSH session or a docker exec.
+
+type localProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *os.File
+	lost           *atomic.Bool
+}
+
+func (p *localProc) Stdout() io.Reader { return p.stdout }
+func (p *localProc) Stderr() io.Reader { return p.stderr }
+func (p *localProc) Close() error {
+	p.stdout.Close()
+	p.stderr.Close()
+	return nil
+}
+
+func (p *localProc) Wait() (remoteexec.Status, error) {
+	err := p.cmd.Wait()
+	if p.lost != nil && p.lost.Load() {
+		return remoteexec.Status{}, errors.New("connection lost")
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			return remoteexec.Status{Code: 128 + int(ws.Signal()), Signal: remoteexec.SignalName(int(ws.Signal()))}, nil
+		}
+		return remoteexec.Status{Code: ee.ExitCode()}, nil
+	}
+	return remoteexec.Status{}, err
+}
+
+type transport struct {
+	started chan *localProc // receives each started process, if set
+	lost    atomic.Bool
+}
+
+func (tr *transport) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	or, ow, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	er, ew, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = ow, ew
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ow.Close()
+	ew.Close()
+	p := &localProc{cmd: cmd, stdout: or, stderr: er, lost: &tr.lost}
+	if tr.started != nil {
+		tr.started <- p
+	}
+	return p, nil
+}
+
+func run(ctx context.Context, argv []string) ([]byte, error) {
+	return exec.CommandContext(ctx, argv[0], argv[1:]...).Output()
+}
+
+func newRunner(t *testing.T, tr *transport) *remoteexec.Runner {
+	testutil.RequireCommand(t, "setsid")
+	return remoteexec.New(tr.start, run, remoteexec.Config{
+		KillGrace: 500 * time.Millisecond,
+		Env:       []string{"LANG=C.UTF-8"},
+	}, testutil.Logger(t))
+}
+
+func exe(t *testing.T, r *remoteexec.Runner, dir string, req opsapi.ExecRequest) (string, opsapi.ExecResult, error) {
+	t.Helper()
+	var out bytes.Buffer
+	req.Output = &out
+	res, err := r.Exec(t.Context(), req, dir)
+	return out.String(), res, err
+}
+
+func TestExitCodesOrderAndEnv(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	for _, c := range []struct {
+		cmd, out string
+		code     int
+		signal   string
+	}{
+		{"echo a; echo b >&2; echo c; echo d >&2", "a\nb\nc\nd\n", 0, ""},
+		{"exit 42", "", 42, ""},
+		{"kill -TERM $$; sleep 5", "", 143, "SIGTERM"},
+		{"kill -KILL $$; sleep 5", "", 137, "SIGKILL"},
+		{`printf '%s|%s|%s' "$K" "$LANG" "$(pwd)"`, "a b=c|C.UTF-8|" + dir, 0, ""},
+		{"cat; echo end", "end\n", 0, ""},
+		{`printf 'a\000b\377'`, "a\x00b\xff", 0, ""},
+	} {
+		out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: c.cmd, Env: []string{"K=a b=c"}})
+		if err != nil {
+			t.Fatalf("%q: %v", c.cmd, err)
+		}
+		if out != c.out || res.ExitCode != c.code || res.Signal != c.signal {
+			t.Errorf("%q: out %q code %d signal %q, want %q %d %q", c.cmd, out, res.ExitCode, res.Signal, c.out, c.code, c.signal)
+		}
+	}
+}
+
+func TestCwdErrors(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+	_, _, err := exe(t, r, filepath.Join(dir, "missing"), opsapi.ExecRequest{Command: "touch ran"})
+	if !errors.Is(err, opsapi.ErrNotExist) {
+		t.Errorf("missing cwd: %v", err)
+	}
+	_, _, err = exe(t, r, filepath.Join(dir, "f"), opsapi.ExecRequest{Command: "touch ran"})
+	if !errors.Is(err, opsapi.ErrNotDir) {
+		t.Errorf("file cwd: %v", err)
+	}
+	_, _, err = exe(t, r, dir, opsapi.ExecRequest{Command: "x\x00y"})
+	if !errors.Is(err, opsapi.ErrInvalid) {
+		t.Errorf("NUL: %v", err)
+	}
+	_, _, err = exe(t, r, dir, opsapi.ExecRequest{Command: "true", Env: []string{"WSBROKER_CALL=x"}})
+	if !errors.Is(err, opsapi.ErrInvalid) {
+		t.Errorf("reserved env: %v", err)
+	}
+}
+
+// alive reports whether the pid in file is a live (non-zombie) process.
+func alive(t *testing.T, file string) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	return !strings.Contains(string(st[bytes.LastIndexByte(st, ')'):]), ") Z")
+}
+
+func waitGone(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		deadline := time.Now().Add(5 * time.Second)
+		for alive(t, f) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process of %s still alive", f)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestTimeoutKillsGrandchildAndSetsidEscapee(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	start := time.Now()
+	_, res, err := exe(t, r, dir, opsapi.ExecRequest{
+		Command: `trap '' TERM; sh -c 'echo $$ > gc.pid; exec sleep 600' &
+setsid sh -c 'echo $$ > esc.pid; exec sleep 600' </dev/null >/dev/null 2>&1 &
+sleep 600`,
+		Timeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode == 0 || res.Killed < 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+	waitGone(t, filepath.Join(dir, "gc.pid"), filepath.Join(dir, "esc.pid"))
+}
+
+func TestCancelKillsTree(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "gc.pid")); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err := r.Exec(ctx, opsapi.ExecRequest{Command: `(sh -c 'echo $$ > gc.pid; exec sleep 600' & wait)`}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Canceled {
+		t.Fatalf("result %+v", res)
+	}
+	waitGone(t, filepath.Join(dir, "gc.pid"))
+}
+
+func TestBackgroundHolderAndLateOutput(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	start := time.Now()
+	out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: "sleep 30 & echo $! > bg.pid; (sleep 0.05; echo late) & echo done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("returned after %v", d)
+	}
+	if out != "done\nlate\n" || res.ExitCode != 0 {
+		t.Fatalf("out %q res %+v", out, res)
+	}
+	exe(t, r, dir, opsapi.ExecRequest{Command: "kill $(cat bg.pid)"})
+}
+
+func TestLostTransportFailsClearlyAndReapKills(t *testing.T) {
+	tr := &transport{started: make(chan *localProc, 1)}
+	r := newRunner(t, tr)
+	dir := t.TempDir()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Exec(t.Context(), opsapi.ExecRequest{Command: `sh -c 'echo $$ > gc.pid; exec sleep 600' & wait`}, dir)
+		errc <- err
+	}()
+	p := <-tr.started
+	tr.started = nil
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "gc.pid")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The transport dies: both streams end, no exit status comes.
+	tr.lost.Store(true)
+	p.cmd.Process.Kill()
+	p.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, opsapi.ErrUnavailable) {
+			t.Fatalf("error = %v, want ErrUnavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec hung after its transport died")
+	}
+	if !alive(t, filepath.Join(dir, "gc.pid")) {
+		t.Fatal("the orphan died by itself; the test proves nothing")
+	}
+	tr.lost.Store(false)
+	n, err := r.Reap(t.Context())
+	if err != nil || n < 1 {
+		t.Fatalf("Reap = %d, %v", n, err)
+	}
+	waitGone(t, filepath.Join(dir, "gc.pid"))
+}
+
+func TestBoundedMemoryFor256MiB(t *testing.T) {
+	r := newRunner(t, &transport{})
+	var n countWriter
+	res, err := r.Exec(t.Context(), opsapi.ExecRequest{Command: "head -c 256M /dev/zero", Output: &n}, t.TempDir())
+	if err != nil || res.ExitCode != 0 || n != 256<<20 {
+		t.Fatalf("res %+v err %v bytes %d", res, err, n)
+	}
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"":        "''",
+		"abc/d.e": "abc/d.e",
+		"a b":     "'a b'",
+		"it's":    `'it'\''s'`,
+		"$HOME":   "'$HOME'",
+	} {
+		if got := remoteexec.Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+	out, err := exec.Command("sh", "-c", "printf '%s|' "+remoteexec.ShellJoin([]string{"a b", "it's", "$x", "\n"})).Output()
+	if err != nil || string(out) != "a b|it's|$x|\n|" {
+		t.Fatalf("%q %v", out, err)
+	}
+}

@@ -1,0 +1,64 @@
+package remoteexec
+
+// wrapperScript runs one command: sh -c wrapperScript wsbroker CWD SHELL
+// COMMAND ENV... (see the package documentation). Control lines go to
+// stderr; the command's stdout and stderr both go to stdout.
+const wrapperScript = `cwd=$1 shell=$2 cmd=$3
+shift 3
+if ! cd -- "$cwd" 2>/dev/null; then
+	if [ -d "$cwd" ]; then echo '@wsbroker noperm' >&2
+	elif [ -e "$cwd" ]; then echo '@wsbroker notdir' >&2
+	else echo '@wsbroker nocwd' >&2
+	fi
+	exit 0
+fi
+if command -v setsid >/dev/null 2>&1; then
+	setsid sh -c 'echo "@wsbroker pgid $$" >&2; exec 2>&1; exec env -- "$@"' sh "$@" "$shell" -c "$cmd" </dev/null &
+else
+	sh -c 'echo "@wsbroker pid $$" >&2; exec 2>&1; exec env -- "$@"' sh "$@" "$shell" -c "$cmd" </dev/null &
+fi
+wait $!
+echo "@wsbroker exit $?" >&2
+`
+
+// killScript kills a call's processes: sh -c killScript wsbroker MODE PGID
+// MARKER GRACE_MS, MODE "group" (PGID is a process group) or "pid" (just
+// a process). Targets are the live members of the group and every process
+// whose environment holds MARKER; they get SIGTERM, up to GRACE_MS to
+// vanish, then SIGKILL until none is left. It prints "@wsbroker killed N",
+// N the number of targets found at the start.
+const killScript = `mode=$1 pg=$2 m=$3 g=$4
+members() {
+	if [ "$pg" -gt 1 ]; then
+		if [ "$mode" = group ]; then
+			grep -lE "^[0-9]+ \(.*\) [^ZX] [0-9]+ $pg " /proc/[0-9]*/stat 2>/dev/null
+		else
+			grep -lE "^$pg \(.*\) [^ZX] " /proc/$pg/stat 2>/dev/null
+		fi
+	fi
+	if [ -n "$m" ]; then grep -lzxF -e "$m" /proc/[0-9]*/environ 2>/dev/null; fi
+}
+pids() { members | sed -n 's,^/proc/\([0-9][0-9]*\)/.*,\1,p' | sort -un; }
+signal() {
+	if [ "$pg" -gt 1 ]; then
+		if [ "$mode" = group ]; then kill -"$1" -- "-$pg" 2>/dev/null; else kill -"$1" "$pg" 2>/dev/null; fi
+	fi
+}
+first=$(pids)
+n=0
+for p in $first; do n=$((n+1)); done
+signal TERM
+if [ -n "$first" ]; then kill -TERM $first 2>/dev/null; fi
+steps=$((g / 50)) i=0
+while [ "$i" -lt "$steps" ] && [ -n "$(pids)" ]; do sleep 0.05; i=$((i+1)); done
+signal KILL
+i=0
+while [ "$i" -lt 100 ]; do
+	p=$(pids)
+	if [ -z "$p" ]; then break; fi
+	kill -KILL $p 2>/dev/null
+	sleep 0.02
+	i=$((i+1))
+done
+echo "@wsbroker killed $n"
+`
