@@ -57,6 +57,20 @@ func (s *suite) heavy(t *testing.T) {
 			t.Errorf("heap grew by %d MB while streaming 1 GiB, want < %d MB", g>>20, heapBound>>20)
 		}
 	})
+	t.Run("Exec_stalled_Output_writer_gets_backpressure_not_buffering", func(t *testing.T) {
+		// The writer stalls for 2 s while the command could print 256 MB:
+		// the backend must hold the command back, not buffer its output.
+		ws := s.serial(t)
+		probe := newHeapProbe()
+		w := &stallingWriter{stall: 2 * time.Second, probe: probe}
+		res, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "head -c 256M /dev/zero", Output: w, Timeout: 5 * time.Minute})
+		must(t, err)
+		eq(t, "exit code", res.ExitCode, 0)
+		eq(t, "bytes", w.n, 256<<20)
+		if g := probe.growth(); g > heapBound {
+			t.Errorf("heap grew by %d MB behind a stalled writer, want < %d MB", g>>20, heapBound>>20)
+		}
+	})
 	t.Run("tools_bash_100MB_single_line_keeps_the_tail_with_bounded_memory", func(t *testing.T) {
 		ws := s.serial(t)
 		tb := tools.New(ws, tools.Options{})
@@ -167,4 +181,25 @@ func (w *probingWriter) Write(p []byte) (int, error) {
 	}
 	w.n += int64(len(p))
 	return w.w.Write(p)
+}
+
+// stallingWriter blocks its first write for stall, then samples the heap
+// (what piled up meanwhile) and counts bytes.
+type stallingWriter struct {
+	stall time.Duration
+	n     int64
+	probe *heapProbe
+}
+
+func (w *stallingWriter) Write(p []byte) (int, error) {
+	if w.n == 0 && w.stall > 0 {
+		time.Sleep(w.stall)
+		w.probe.sample()
+		w.stall = 0
+	}
+	if (w.n+int64(len(p)))>>24 != w.n>>24 {
+		w.probe.sample()
+	}
+	w.n += int64(len(p))
+	return len(p), nil
 }

@@ -140,6 +140,34 @@ func (s *suite) search(t *testing.T) {
 		_, err := ws.Stat(ctxOf(t), "pre-ran")
 		wantKind(t, err, opsapi.ErrNotExist)
 	})
+	t.Run("Search_and_Glob_take_dash_leading_paths_as_paths", func(t *testing.T) {
+		ws := s.parallel(t)
+		put(t, ws, "-e", "needle in a dash file\n")
+		put(t, ws, "--hidden/x.txt", "needle\n")
+		eq(t, "search file", fmtLines(searchOK(t, ws, opsapi.SearchRequest{Pattern: "needle", Path: "-e"}).Lines),
+			"-e:1:needle in a dash file:match")
+		eq(t, "search dir", fmtLines(searchOK(t, ws, opsapi.SearchRequest{Pattern: "needle", Path: "--hidden"}).Lines),
+			"x.txt:1:needle:match")
+		eq(t, "glob dir", globOK(t, ws, opsapi.GlobRequest{Pattern: "*.txt", Dir: "--hidden"}), "x.txt")
+	})
+	t.Run("Unicode_and_shell_metacharacter_names_round_trip", func(t *testing.T) {
+		ws := s.parallel(t)
+		name := "sp ace $(touch pwned) `id` 'q\"\\ ü 😀;&|*.txt"
+		put(t, ws, "d ir/"+name, "needle\n")
+		eq(t, "listing", fmt.Sprint(names(t, ws, "d ir")), "["+name+"]")
+		eq(t, "content", get(t, ws, "d ir/"+name), "needle\n")
+		eq(t, "search", fmtLines(searchOK(t, ws, opsapi.SearchRequest{Pattern: "needle", Path: "d ir"}).Lines),
+			name+":1:needle:match")
+		eq(t, "glob", globOK(t, ws, opsapi.GlobRequest{Pattern: "*.txt", Dir: "d ir"}), name)
+		var out strings.Builder
+		_, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "ls", Cwd: "d ir", Output: &out})
+		must(t, err)
+		eq(t, "ls", out.String(), name+"\n")
+		for _, p := range []string{"pwned", "d ir/pwned"} {
+			_, err := ws.Stat(ctxOf(t), p)
+			wantKind(t, err, opsapi.ErrNotExist)
+		}
+	})
 	t.Run("Glob_basename_pattern_matches_at_any_depth", func(t *testing.T) {
 		ws := s.parallel(t)
 		for _, p := range []string{"a.spec.ts", "src/b.spec.ts", "src/x/y/c.spec.ts", "src/d.ts"} {

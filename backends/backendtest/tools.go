@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
@@ -421,6 +423,17 @@ func (s *suite) toolBash(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})
 		eq(t, "text", ok(t, tb, "bash", `{"command":"printf '\\342\\202\\254 \\377!'"}`), "€ \ufffd!")
 	})
+	t.Run("abort_is_Command_aborted_with_the_output_so_far", func(t *testing.T) {
+		ws, tb := s.toolsFor(t, tools.Options{})
+		ctx, cancel := context.WithCancel(ctxOf(t))
+		go func() {
+			eventually(10*time.Second, func() bool { _, err := ws.Stat(ctxOf(t), "started"); return err == nil })
+			cancel()
+		}()
+		r := tb.Call(ctx, "bash", json.RawMessage(`{"command":"echo before; touch started; sleep 30"}`), nil)
+		eq(t, "error", r.IsError, true)
+		eq(t, "text", textOf(r), "before\n\n\nCommand aborted")
+	})
 	t.Run("chatty_output_gives_few_updates", func(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})
 		var updates atomic.Int64
@@ -479,6 +492,17 @@ func (s *suite) toolGrep(t *testing.T) {
 		eq(t, "text", ok(t, tb, "grep", `{"pattern":"needle","path":"long.txt"}`),
 			"long.txt:1: needle"+strings.Repeat("y", 494)+"... [truncated]\n\n"+
 				"[Some lines truncated to 500 chars. Use read tool to see full lines]")
+	})
+	t.Run("default_limit_is_100_matches_with_notice", func(t *testing.T) {
+		ws, tb := s.toolsFor(t, tools.Options{})
+		put(t, ws, "many.txt", strings.Repeat("hit\n", 150))
+		r := call(t, tb, "grep", `{"pattern":"hit"}`)
+		got := textOf(r)
+		eq(t, "match lines", strings.Count(got, "many.txt:"), 100)
+		if !strings.HasSuffix(got, "many.txt:100: hit\n\n[100 matches limit reached. Use limit=200 for more, or refine pattern]") {
+			t.Fatalf("text ends %q", got[max(0, len(got)-120):])
+		}
+		eq(t, "details.matchLimitReached", detailsOf(t, r)["matchLimitReached"], any(100.0))
 	})
 	t.Run("ignoreCase_literal_and_glob", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
@@ -591,6 +615,16 @@ func (s *suite) toolLs(t *testing.T) {
 			put(t, ws, "d/"+p, "")
 		}
 		eq(t, "text", ok(t, tb, "ls", `{"path":"d","limit":2}`), "a\nb\n\n[2 entries limit reached. Use limit=4 for more]")
+	})
+	t.Run("default_limit_is_500_entries_with_notice", func(t *testing.T) {
+		ws, tb := s.toolsFor(t, tools.Options{})
+		sh(t, ws, "mkdir d && cd d && for i in $(seq 1000 1600); do : > f$i; done")
+		r := call(t, tb, "ls", `{"path":"d"}`)
+		got := textOf(r)
+		if !strings.HasPrefix(got, "f1000\nf1001\n") || !strings.HasSuffix(got, "\nf1499\n\n[500 entries limit reached. Use limit=1000 for more]") {
+			t.Fatalf("text = %q...%q", got[:min(20, len(got))], got[max(0, len(got)-80):])
+		}
+		eq(t, "details.entryLimitReached", detailsOf(t, r)["entryLimitReached"], any(500.0))
 	})
 	t.Run("links_followed_and_dangling_skipped_as_pi_does", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
