@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 )
 
@@ -147,11 +146,10 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	// A custom handler loses chi's Allow header; rebuild it from the tree.
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
-		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
-			w.Header().Add("Allow", m)
-		}
+	// A custom handler loses chi's Allow header; rebuild it from the table
+	// of routes.
+	for _, m := range s.allowed(r.URL.Path) {
+		w.Header().Add("Allow", m)
 	}
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s %s", ErrMethodNotAllowed, r.Method, r.URL.Path))
 }

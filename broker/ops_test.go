@@ -137,10 +137,12 @@ func TestStat(t *testing.T) {
 	if st.Name != "a.txt" || st.Type != opsapi.TypeFile || st.Size != 5 || st.Mode != 0o644 || st.ModTime.IsZero() || st.MIME != "" {
 		t.Errorf("stat a.txt %+v", st)
 	}
+	st = broker.StatResponse{}
 	e.must(200, "GET", wsPath(ws, "/stat", "img.bin"), nil, &st)
 	if st.MIME != "image/png" {
 		t.Errorf("stat img.bin mime %q", st.MIME)
 	}
+	st = broker.StatResponse{}
 	e.must(200, "GET", wsPath(ws, "/stat", "d"), nil, &st)
 	if st.Type != opsapi.TypeDir || st.MIME != "" {
 		t.Errorf("stat d %+v", st)

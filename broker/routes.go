@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -27,7 +29,6 @@ func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
 // routes builds the one middleware stack and mounts the resources.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	s.mux = r
 	// Set before mounting: chi copies them into sub-routers at Mount.
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
@@ -46,7 +47,58 @@ func (s *Server) routes() http.Handler {
 		r.Get("/tools", s.listTools)
 		r.Mount("/workspaces", workspacesResource{s}.Routes())
 	})
+	s.allow = allowTable(r)
 	return r
+}
+
+// allowTable maps every route pattern to its methods, for the Allow header
+// of a 405.
+func allowTable(routes chi.Routes) map[string][]string {
+	table := map[string][]string{}
+	_ = chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		route = NormalizeRoute(route)
+		table[route] = append(table[route], method)
+		return nil
+	})
+	order := map[string]int{http.MethodGet: 0, http.MethodHead: 1, http.MethodPut: 2, http.MethodPost: 3, http.MethodPatch: 4, http.MethodDelete: 5}
+	for _, ms := range table {
+		sort.Slice(ms, func(i, j int) bool { return order[ms[i]] < order[ms[j]] })
+	}
+	return table
+}
+
+// NormalizeRoute turns a chi route pattern as chi.Walk reports it (with
+// mount artifacts such as "/*/" and trailing slashes) into the path form
+// used in the OpenAPI document, e.g. "/v1/workspaces/{id}/files".
+func NormalizeRoute(route string) string {
+	route = strings.ReplaceAll(route, "/*/", "/")
+	route = strings.TrimSuffix(route, "/*")
+	if len(route) > 1 {
+		route = strings.TrimSuffix(route, "/")
+	}
+	return route
+}
+
+// allowed returns the methods of the route pattern that matches path.
+func (s *Server) allowed(path string) []string {
+	segs := strings.Split(NormalizeRoute(path), "/")
+	for pattern, methods := range s.allow {
+		ps := strings.Split(pattern, "/")
+		if len(ps) != len(segs) {
+			continue
+		}
+		match := true
+		for i := range ps {
+			if ps[i] != segs[i] && !(strings.HasPrefix(ps[i], "{") && segs[i] != "") {
+				match = false
+				break
+			}
+		}
+		if match {
+			return methods
+		}
+	}
+	return nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
 )
@@ -32,7 +30,7 @@ type Server struct {
 	tokens   [][sha256.Size]byte
 	metrics  *metrics
 	handler  http.Handler
-	mux      *chi.Mux
+	allow    map[string][]string // route pattern -> methods, for 405s
 
 	mu         sync.RWMutex
 	workspaces map[string]*workspace
@@ -60,7 +58,7 @@ type WorkspaceInfo struct {
 }
 
 func (w *workspace) info() WorkspaceInfo {
-	return WorkspaceInfo{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC().Truncate(time.Second)}
+	return WorkspaceInfo{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC()}
 }
 
 // New builds a Server over backends, keyed by registry name, and adopts the
@@ -353,4 +351,3 @@ func (s *Server) startCommand(ctx context.Context, id string) (context.Context, 
 	s.metrics.running.Inc()
 	return cctx, func() { s.metrics.running.Dec(); end() }, nil
 }
-
