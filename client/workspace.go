@@ -191,50 +191,6 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	return res, err
 }
 
-// WriteFile replaces path with what r yields, streamed as the request body
-// (never buffered whole). If r fails, or ctx ends, before r is drained the
-// request is aborted mid-body, so the broker discards the partial upload
-// and the old file stays; the reader's own error is returned.
-func (w *Workspace) WriteFile(ctx context.Context, path string, r io.Reader) error {
-	body := &uploadReader{r: r}
-	// The wrapper hides any Close method of r: the transport closes the
-	// body, and r belongs to the caller.
-	req, err := w.c.newRequest(ctx, http.MethodPut, wsPath(w.id, "/files"), pathQuery(path), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := w.c.send(req)
-	if body.err != nil {
-		// The upload was cut short on purpose; that is the error that
-		// matters, whatever the transport made of it.
-		if resp != nil {
-			resp.Body.Close()
-		}
-		return opsapi.E("client.WriteFile", path, nil, body.err)
-	}
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
-}
-
-// uploadReader remembers the first error of the caller's reader, so that
-// WriteFile can return it instead of the transport's view of the abort.
-type uploadReader struct {
-	r   io.Reader
-	err error
-}
-
-func (u *uploadReader) Read(p []byte) (int, error) {
-	n, err := u.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) && u.err == nil {
-		u.err = err
-	}
-	return n, err
-}
-
 // Destroy deletes the workspace on the broker. A workspace that is already
 // gone is not an error.
 func (w *Workspace) Destroy(ctx context.Context) error {
