@@ -243,17 +243,12 @@ func TestExecClientDisconnectKillsTree(t *testing.T) {
 	// The call's resources are released: no command is counted as running.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		resp, err := http.Get(e.hs.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(b), "\nwsbroker_running_commands 0\n") {
+		text := e.metricsText(t)
+		if strings.Contains(text, "\nwsbroker_running_commands 0\n") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("running commands not back to 0:\n%s", grepLines(string(b), "running"))
+			t.Fatalf("running commands not back to 0:\n%s", grepLines(text, "running"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -298,4 +293,88 @@ func TestDeleteKillsCommands(t *testing.T) {
 		t.Errorf("last line after DELETE %+v", last)
 	}
 	waitGone(t, m)
+}
+
+// TestToolCallDisconnectKillsTree: the bash tool's command dies with its
+// client too.
+func TestToolCallDisconnectKillsTree(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.workspace()
+	m := marker()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/bash", map[string]any{
+		"command": "sleep " + m + " & echo $! > sleep.pid; echo started; wait",
+	})
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := e.hs.Client().Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	started := false
+	for !started && sc.Scan() {
+		var l broker.StreamLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		started = l.Type == "update" && strings.Contains(resultText(l.Result), "started")
+	}
+	if !started || !alive(t, m) {
+		t.Fatalf("the command did not start (%v)", sc.Err())
+	}
+	cancel()
+	waitGone(t, m)
+}
+
+// TestUploadInterrupted: a client that goes away mid-upload leaves the old
+// file as it was.
+func TestUploadInterrupted(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.workspace()
+	writeHost(t, ws, "keep.txt", "old content")
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	req := e.request("PUT", wsPath(ws, "/files", "keep.txt"), pr).WithContext(ctx)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := e.hs.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	if _, err := pw.Write(bytes.Repeat([]byte("new"), 100000)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = pw.CloseWithError(context.Canceled)
+	if err := <-done; err == nil {
+		t.Fatal("the interrupted upload succeeded")
+	}
+	// Wait until the server has finished with the request (it is counted
+	// once its handler returns): the file must be the old one.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.metricsText(t), `method="PUT",route="/v1/workspaces/{id}/files"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the interrupted upload's handler has not returned after 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := readHost(t, ws, "keep.txt"); got != "old content" {
+		t.Fatalf("file is %d bytes after an interrupted upload", len(got))
+	}
+}
+
+func (e *env) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(e.hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -31,6 +31,15 @@ func TestHealthAndReadiness(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d %s", p, resp.StatusCode, body)
 		}
+		if resp.Header.Get("X-Request-Id") == "" {
+			t.Errorf("GET %s: no X-Request-Id", p)
+		}
+	}
+	// A client's request id is kept, so logs on both sides line up.
+	req := e.request("GET", "/v1/workspaces", nil)
+	req.Header.Set("X-Request-Id", "client-chosen-id")
+	if got := e.send(req).Header.Get("X-Request-Id"); got != "client-chosen-id" {
+		t.Errorf("X-Request-Id %q, want the client's", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

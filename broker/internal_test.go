@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
+)
+
+// TestRecoverer: a panicking handler answers a 500 problem and the server
+// lives on; http.ErrAbortHandler passes through to net/http.
+func TestRecoverer(t *testing.T) {
+	s := &Server{logger: testutil.Logger(t)}
+	h := s.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+	var p Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || p.Code != "internal" {
+		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
+	}
+	abort := s.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler { //nolint:errorlint // identity, as net/http compares it
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+		}
+	}()
+	abort.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+}
+
+func TestCheckJSON(t *testing.T) {
+	ok := []string{`{}`, `[]`, `1`, `"s"`, `null`, ` {"a":{"b":[{"c":1},{"c":2}]},"b":2} `, `{"a":[{"x":1}],"b":[{"x":1}]}`}
+	for _, s := range ok {
+		if err := checkJSON([]byte(s)); err != nil {
+			t.Errorf("checkJSON(%s): %v", s, err)
+		}
+	}
+	bad := map[string]string{
+		`{"a":1,"a":2}`:              `bad request: duplicate key "a" in the top-level object at offset 7`,
+		`{"a":[{"b":1,"b":1}]}`:      `bad request: duplicate key "b" in a[0] at offset 13`,
+		`{"a":{"b":{"c":1, "c":1}}}`: `bad request: duplicate key "c" in a.b at offset 18`,
+		`[1,2`:                       `bad request: malformed JSON at offset 4: unexpected end of input`,
+		`{"a":1}x`:                   `bad request: unexpected data after the JSON value at offset 7`,
+		`1 2`:                        `bad request: unexpected data after the JSON value at offset 1`,
+		"  \n":                       `bad request: request body is empty; expected JSON`,
+		`{"a":1,}`:                   `bad request: malformed JSON at offset 7: invalid character '}' looking for beginning of object key string`,
+	}
+	for in, want := range bad {
+		err := checkJSON([]byte(in))
+		if err == nil || err.Error() != want {
+			t.Errorf("checkJSON(%q) = %v, want %s", in, err, want)
+		}
+	}
+}
+
+func TestNewID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newID()
+		if len(id) != 29 || id[:3] != "ws_" || seen[id] {
+			t.Fatalf("id %q (seen %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := map[string]Config{
+		"no token":       {},
+		"empty token":    {Tokens: []string{""}},
+		"negative limit": {Tokens: []string{"t"}, MaxJSONBody: -1},
+		"negative grace": {Tokens: []string{"t"}, ShutdownGrace: -1},
+	}
+	for name, c := range cases {
+		if c.Validate() == nil {
+			t.Errorf("%s: Validate accepted %+v", name, c)
+		}
+	}
+	if err := (Config{Tokens: []string{"t"}}).Validate(); err != nil {
+		t.Errorf("minimal config: %v", err)
+	}
+	if _, err := New(Config{Tokens: []string{"t"}}, nil, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("New accepted no backends")
+	}
+}
