@@ -91,7 +91,9 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 	defer rc.Close()
 	// Read the first chunk before committing to 200, so a failure that
 	// shows only on read (a directory on some backends) is still a problem.
-	buf := make([]byte, 32<<10)
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	buf := *bufp
 	n, err := io.ReadAtLeast(rc, buf, 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		writeProblem(w, r, s.logger, err)
@@ -114,6 +116,10 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 }
+
+// copyBuffers recycles the file-read buffers: many small reads at once
+// should not each allocate 32 KiB for the collector.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // uploadBody remembers that the upload overflowed, whatever the backend
 // makes of the read error.

@@ -334,8 +334,22 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Error("the connection with unfinished headers was still open after 5s")
 	}
+	// A slow body is cut off after BodyReadTimeout.
+	slow := newEnv(t, func(c *broker.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
+	ws := slow.workspace()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = io.WriteString(pw, `{"command":"touch ran"`) }() // and never the rest
+	req := slow.request("POST", "/v1/workspaces/"+ws.ID+"/exec", pr)
+	resp := slow.send(req)
+	data, _ := io.ReadAll(resp.Body)
+	checkProblem(t, resp, data, http.StatusBadRequest, "bad_request")
+	if _, err := statHost(ws, "ran"); err == nil {
+		t.Error("a command ran from a body that never finished")
+	}
+
 	// Other clients are still served.
-	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	resp, err = http.Get("http://" + ln.Addr().String() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

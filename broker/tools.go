@@ -46,7 +46,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	s := res.s
 	wk := workspaceFrom(r.Context())
 	name := chi.URLParam(r, "name")
-	if !hasTool(wk.toolbox.Definitions(), name) {
+	if _, ok := wk.toolbox.Tool(name); !ok {
 		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.id, ErrNotFound))
 		return
 	}
@@ -81,15 +81,6 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		lw.write(StreamLine{Type: "update", Result: u})
 	})
 	lw.write(StreamLine{Type: "result", Result: result})
-}
-
-func hasTool(defs []tools.Definition, name string) bool {
-	for _, d := range defs {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // acceptsNDJSON reports whether the client asked for the streaming form.
