@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -100,7 +101,9 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 }
 
 // List finds the workspaces that exist in StateDir, e.g. after a restart,
-// so that they can be used or destroyed again.
+// so that they can be used or destroyed again. It also removes the
+// temporary files of writes a crash interrupted (see
+// Workspace.removeStaleTemps), which walks each workspace once.
 func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
@@ -115,6 +118,9 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if err != nil {
 			b.logger.Warn("skipping unreadable workspace", "workspace", e.Name(), "err", err)
 			continue
+		}
+		if n := ws.removeStaleTemps(ctx); n > 0 {
+			b.logger.Info("removed interrupted writes' temporary files", "workspace", e.Name(), "count", n)
 		}
 		out[e.Name()] = ws
 	}
@@ -241,3 +247,34 @@ var (
 	_ opsapi.Resolver        = (*Workspace)(nil)
 	_ opsapi.Destroyer       = (*Workspace)(nil)
 )
+
+// tempPattern matches WriteFile's temporary names.
+var tempPattern = regexp.MustCompile(`^\..+\.tmp-[0-9a-f]{16}$`)
+
+// staleAfter is how long a temporary file must have been left alone before
+// it counts as abandoned: a write in progress keeps touching its file.
+const staleAfter = time.Minute
+
+// removeStaleTemps deletes WriteFile temporaries that a crash left behind
+// (regular files named .<name>.tmp-<16 hex> untouched for staleAfter). The
+// walk never follows links and every removal goes through the root.
+func (w *Workspace) removeStaleTemps(ctx context.Context) int {
+	n := 0
+	filepath.WalkDir(w.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) {
+			return nil
+		}
+		if fi, err := d.Info(); err != nil || time.Since(fi.ModTime()) < staleAfter {
+			return nil
+		}
+		rel, err := filepath.Rel(w.root, p)
+		if err == nil && w.fsroot.Remove(rel) == nil {
+			n++
+		}
+		return nil
+	})
+	return n
+}

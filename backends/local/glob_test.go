@@ -1,0 +1,84 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+func TestGlobOverTheRoot(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t, local.Config{})
+	sh(t, ws, `mkdir -p pkg/gen out && echo '*.gen.go' > .gitignore && touch pkg/a.go pkg/a.gen.go pkg/gen/b.go &&
+ln -s / out/rootlink && ln -s pkg pkglink && touch file`)
+	ctx := t.Context()
+	// A search in a sub-directory applies the root's .gitignore.
+	res, err := ws.Glob(ctx, opsapi.GlobRequest{Pattern: "*.go", Dir: "pkg"})
+	if err != nil || !slices.Equal(res.Paths, []string{"a.go", "gen/b.go"}) {
+		t.Fatalf("Glob(pkg) = %q, %v", res.Paths, err)
+	}
+	// Links are reported, never descended (in or out).
+	res, err = ws.Glob(ctx, opsapi.GlobRequest{Pattern: "*", Dir: "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".gitignore", "file", "out/", "out/rootlink", "pkg/", "pkg/a.go", "pkg/gen/", "pkg/gen/b.go", "pkglink"}
+	if !slices.Equal(res.Paths, want) {
+		t.Fatalf("Glob(.) = %q\nwant %q", res.Paths, want)
+	}
+	// A Dir that is a link inside the root is searched.
+	if res, err := ws.Glob(ctx, opsapi.GlobRequest{Pattern: "a.go", Dir: "pkglink"}); err != nil || !slices.Equal(res.Paths, []string{"a.go"}) {
+		t.Fatalf("Glob(pkglink) = %q, %v", res.Paths, err)
+	}
+	for _, tc := range []struct {
+		dir, pattern string
+		kind         error
+	}{
+		{"missing", "*", opsapi.ErrNotExist},
+		{"file", "*", opsapi.ErrNotDir},
+		{"out/rootlink", "*", opsapi.ErrPermission},
+		{"..", "*", opsapi.ErrPermission},
+		{".", "[", opsapi.ErrInvalid},
+	} {
+		if _, err := ws.Glob(ctx, opsapi.GlobRequest{Pattern: tc.pattern, Dir: tc.dir}); !errors.Is(err, tc.kind) {
+			t.Errorf("Glob(%q, %q): %v, want %v", tc.dir, tc.pattern, err, tc.kind)
+		}
+	}
+}
+
+func TestListRemovesStaleTemporaries(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	b, err := local.New(local.Config{StateDir: state}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := w.(*local.Workspace)
+	t.Cleanup(func() { ws.Destroy(context.Background()) })
+	// What a crash mid-WriteFile leaves: the target and a temporary.
+	sh(t, ws, "mkdir d && echo old > d/f && echo partial > d/.f.tmp-0123456789abcdef && echo fresh > .g.tmp-fedcba9876543210 && echo mine > .h.tmp-notrandom")
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{"d/.f.tmp-0123456789abcdef", ".h.tmp-notrandom"} {
+		os.Chtimes(filepath.Join(ws.Root(), p), old, old)
+	}
+	if _, err := b.List(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The stale temporary is gone; a recent one (a write may be in
+	// progress) and a user's file of a similar name stay.
+	if out := sh(t, ws, "ls -A . d"); out != ".:\n.g.tmp-fedcba9876543210\n.h.tmp-notrandom\nd\n\nd:\nf\n" {
+		t.Fatalf("after List: %q", out)
+	}
+}
