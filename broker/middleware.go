@@ -130,7 +130,7 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "" {
 			mt, _, err := mime.ParseMediaType(ct)
-			if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 				writeProblem(w, r, s.logger, fmt.Errorf("%w: Content-Type %q; this route takes application/json",
 					ErrUnsupportedMediaType, ct))
 				return

@@ -89,7 +89,8 @@ func (s *Server) allowed(path string) []string {
 		}
 		match := true
 		for i := range ps {
-			if ps[i] != segs[i] && !(strings.HasPrefix(ps[i], "{") && segs[i] != "") {
+			param := strings.HasPrefix(ps[i], "{") && segs[i] != ""
+			if ps[i] != segs[i] && !param {
 				match = false
 				break
 			}

@@ -241,7 +241,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		_ = hs.Close()
 	}
-	<-errc // http.ErrServerClosed
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
 	return errors.Join(cmdErr, err)
 }
 
