@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/gif"
+	"image/jpeg"
 	"image/png"
 	"path"
 	"regexp"
@@ -275,6 +277,40 @@ func (s *suite) toolRead(t *testing.T) {
 		must(t, err)
 		eq(t, "width", img.Bounds().Dx(), 2)
 	})
+	t.Run("GIF_and_JPEG_are_images_by_content", func(t *testing.T) {
+		ws, tb := s.toolsFor(t, tools.Options{})
+		img := image.NewPaletted(image.Rect(0, 0, 3, 3), color.Palette{color.Black, color.White})
+		var g, j bytes.Buffer
+		must(t, gif.Encode(&g, img, nil))
+		must(t, jpeg.Encode(&j, img, nil))
+		must(t, ws.WriteFile(ctxOf(t), "pic.dat", bytes.NewReader(g.Bytes())))
+		must(t, ws.WriteFile(ctxOf(t), "photo", bytes.NewReader(j.Bytes())))
+		for file, mime := range map[string]string{"pic.dat": "image/gif", "photo": "image/jpeg"} {
+			r := call(t, tb, "read", js(map[string]any{"path": file}))
+			if len(r.Content) != 2 || r.Content[1].Type != "image" {
+				t.Fatalf("%s: content %+v, want text and image", file, r.Content)
+			}
+			eq(t, file+" text", r.Content[0].Text, "Read image file ["+mime+"]")
+			eq(t, file+" mime", r.Content[1].MimeType, mime)
+		}
+	})
+	t.Run("wide_PNG_is_resized_with_the_coordinate_hint", func(t *testing.T) {
+		ws, tb := s.toolsFor(t, tools.Options{})
+		var b bytes.Buffer
+		must(t, png.Encode(&b, image.NewRGBA(image.Rect(0, 0, 3000, 1000))))
+		must(t, ws.WriteFile(ctxOf(t), "wide.png", bytes.NewReader(b.Bytes())))
+		r := call(t, tb, "read", `{"path":"wide.png"}`)
+		if len(r.Content) != 2 {
+			t.Fatalf("content = %+v", r.Content)
+		}
+		eq(t, "text", r.Content[0].Text, "Read image file [image/png]\n"+
+			"[Image: original 3000x1000, displayed at 2000x667. Multiply coordinates by 1.50 to map to original image.]")
+		data, err := base64.StdEncoding.DecodeString(r.Content[1].Data)
+		must(t, err)
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+		must(t, err)
+		eq(t, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "2000x667")
+	})
 	t.Run("text_in_not_an_image_png_is_text", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		put(t, ws, "not-an-image.png", "definitely not a png")
@@ -361,6 +397,10 @@ func (s *suite) toolBash(t *testing.T) {
 		matches(t, "text", got, `(?i)timed out`)
 		contains(t, "text", got, "started")
 		contains(t, "text", got, "Command timed out after 1 seconds")
+	})
+	t.Run("fractional_timeout_is_printed_as_given", func(t *testing.T) {
+		_, tb := s.toolsFor(t, tools.Options{})
+		eq(t, "text", fails(t, tb, "bash", `{"command":"sleep 5","timeout":0.5}`), "Command timed out after 0.5 seconds")
 	})
 	t.Run("invalid_timeout_is_rejected_before_running", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
