@@ -30,7 +30,7 @@ type execLine struct {
 
 // readExec decodes an exec stream, checking every line's size, and
 // returns the output and the last line.
-func readExec(t *testing.T, r io.Reader, onOutput func([]byte)) ([]byte, execLine) {
+func readExec(t testing.TB, r io.Reader, onOutput func([]byte)) ([]byte, execLine) {
 	t.Helper()
 	sc := bufio.NewScanner(r) // the default 64 KiB line limit must suffice
 	var out bytes.Buffer
@@ -166,7 +166,7 @@ func marker() string {
 
 // alive reports whether a process whose command line contains m exists
 // (zombies have an empty command line and do not count).
-func alive(t *testing.T, m string) bool {
+func alive(t testing.TB, m string) bool {
 	t.Helper()
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
@@ -181,7 +181,7 @@ func alive(t *testing.T, m string) bool {
 	return false
 }
 
-func waitGone(t *testing.T, m string) {
+func waitGone(t testing.TB, m string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for alive(t, m) {
@@ -369,7 +369,7 @@ func TestUploadInterrupted(t *testing.T) {
 	}
 }
 
-func (e *env) metricsText(t *testing.T) string {
+func (e *env) metricsText(t testing.TB) string {
 	t.Helper()
 	resp, err := http.Get(e.hs.URL + "/metrics")
 	if err != nil {

@@ -29,7 +29,7 @@ const testToken = "test-token-0123456789"
 
 // env is one broker over a real local backend, served by httptest.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *broker.Server
 	hs      *httptest.Server
 	backend *local.Backend
@@ -56,7 +56,10 @@ func (s *syncBuffer) String() string {
 
 // teeHandler sends records to the test log and to a buffer the test can
 // search (for tokens that must never be logged).
-func testLogger(t *testing.T, buf *syncBuffer) *slog.Logger {
+func testLogger(t testing.TB, buf *syncBuffer) *slog.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return slog.New(slog.DiscardHandler) // timing, not debugging
+	}
 	return slog.New(multiHandler{
 		testutil.Logger(t).Handler(),
 		slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}),
@@ -87,13 +90,13 @@ func (m multiHandler) WithGroup(g string) slog.Handler {
 	return out
 }
 
-func newEnv(t *testing.T, mod func(*broker.Config)) *env {
+func newEnv(t testing.TB, mod func(*broker.Config)) *env {
 	t.Helper()
 	state := t.TempDir()
 	return newEnvAt(t, state, mod)
 }
 
-func newEnvAt(t *testing.T, state string, mod func(*broker.Config)) *env {
+func newEnvAt(t testing.TB, state string, mod func(*broker.Config)) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := testLogger(t, logs)
@@ -197,7 +200,7 @@ func (e *env) problem(status int, code, method, path string, body any) broker.Pr
 	return checkProblem(e.t, resp, data, status, code)
 }
 
-func checkProblem(t *testing.T, resp *http.Response, data []byte, status int, code string) broker.Problem {
+func checkProblem(t testing.TB, resp *http.Response, data []byte, status int, code string) broker.Problem {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("%s %s: status %d, want %d; body: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, status, data)
@@ -245,7 +248,7 @@ func hostPath(ws broker.WorkspaceInfo, rel string) string {
 	return filepath.Join(ws.Root, filepath.FromSlash(rel))
 }
 
-func writeHost(t *testing.T, ws broker.WorkspaceInfo, rel, content string) {
+func writeHost(t testing.TB, ws broker.WorkspaceInfo, rel, content string) {
 	t.Helper()
 	p := hostPath(ws, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -256,7 +259,7 @@ func writeHost(t *testing.T, ws broker.WorkspaceInfo, rel, content string) {
 	}
 }
 
-func readHost(t *testing.T, ws broker.WorkspaceInfo, rel string) string {
+func readHost(t testing.TB, ws broker.WorkspaceInfo, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(hostPath(ws, rel))
 	if err != nil {
@@ -267,7 +270,7 @@ func readHost(t *testing.T, ws broker.WorkspaceInfo, rel string) string {
 
 // golden compares got (JSON, re-indented) with testdata/golden/name.json,
 // or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
+func golden(t testing.TB, name string, got []byte) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(got), "", "  "); err != nil {

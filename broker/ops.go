@@ -89,24 +89,26 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rc.Close()
-	// Read the first chunk before committing to 200, so a failure that
-	// shows only on read (a directory on some backends) is still a problem.
+	// Fill the first buffer before committing to 200: a failure that shows
+	// only on read (a directory on some backends) is still a problem, and
+	// a file that fits goes out in one write with its Content-Length.
 	bufp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bufp)
 	buf := *bufp
-	n, err := io.ReadAtLeast(rc, buf, 1)
-	if err != nil && !errors.Is(err, io.EOF) {
+	n, err := io.ReadFull(rc, buf)
+	whole := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	if err != nil && !whole {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	if n == 0 {
-		return
+	if whole {
+		w.Header().Set("Content-Length", strconv.Itoa(n))
 	}
-	if _, err := w.Write(buf[:n]); err != nil {
-		return // the client left
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(buf[:n]); err != nil || whole {
+		return // done, or the client left
 	}
 	if _, err := io.CopyBuffer(w, rc, buf); err != nil {
 		// The status is sent; breaking the stream is the only way to tell
