@@ -28,8 +28,8 @@ func start(t *testing.T, script string, env ...string) *exec.Cmd {
 	}
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() {
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		cmd.Process.Kill()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Process.Kill()
 		wait(t, cmd)
 	})
 	return cmd
@@ -50,11 +50,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func wait(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		t.Fatal("the command was still running 10 s after the kill")
 	}
@@ -172,7 +172,7 @@ func TestKillMarkedCatchesSetsidEscape(t *testing.T) {
 		}
 		return false
 	})
-	t.Cleanup(func() { syscall.Kill(escaped, syscall.SIGKILL) })
+	t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
 
 	if _, err := KillGroup(pgid, time.Second); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestGroupMembersCountsLiveOnly(t *testing.T) {
 	if n, err := GroupMembers(1 << 30); err != nil || n != 0 {
 		t.Fatalf("GroupMembers(unused) = %d, %v", n, err)
 	}
-	KillGroup(pgid, time.Second)
+	_, _ = KillGroup(pgid, time.Second)
 	wait(t, cmd)
 	waitFor(t, "empty group", func() bool { n, _ := GroupMembers(pgid); return n == 0 })
 }

@@ -133,7 +133,7 @@ func fuzzWorkspace(f *testing.F) (*local.Workspace, string, string) {
 		f.Fatal(err)
 	}
 	ws := w.(*local.Workspace)
-	f.Cleanup(func() { ws.Destroy(context.Background()) })
+	f.Cleanup(func() { _ = ws.Destroy(context.Background()) })
 	canaryDir := filepath.Dir(ws.Root())
 	canary := filepath.Join(canaryDir, "canary.txt")
 	if err := os.WriteFile(canary, []byte(canaryText), 0o644); err != nil {

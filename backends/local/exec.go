@@ -234,7 +234,7 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 		go func() {
 			n, err := killtree.KillAll(c.cmd.Process.Pid, c.marker, cfg.KillGrace)
 			// The shell itself may have moved to another group.
-			c.cmd.Process.Signal(syscall.SIGKILL)
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
 			if err != nil {
 				c.w.logger.Warn("kill", "pgid", c.cmd.Process.Pid, "err", err)
 			}
@@ -244,10 +244,9 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 
 	readC := (<-chan struct{})(readDone) // nil once seen, so select skips it
 	exited, eof, outputOK := false, false, c.req.Output != nil
-	for {
-		if exited && killDone == nil && (eof || idleC == nil && capC == nil) {
-			break
-		}
+	// Done once the shell has exited, any kill has finished, and the
+	// output has ended or gone quiet (or hit its cap).
+	for !exited || killDone != nil || !eof && (idleC != nil || capC != nil) {
 		select {
 		case b := <-chunks:
 			if outputOK {

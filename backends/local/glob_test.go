@@ -66,12 +66,12 @@ func TestListRemovesStaleTemporaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := w.(*local.Workspace)
-	t.Cleanup(func() { ws.Destroy(context.Background()) })
+	t.Cleanup(func() { _ = ws.Destroy(context.Background()) })
 	// What a crash mid-WriteFile leaves: the target and a temporary.
 	sh(t, ws, "mkdir d && echo old > d/f && echo partial > d/.f.tmp-0123456789abcdef && echo fresh > .g.tmp-fedcba9876543210 && echo mine > .h.tmp-notrandom")
 	old := time.Now().Add(-time.Hour)
 	for _, p := range []string{"d/.f.tmp-0123456789abcdef", ".h.tmp-notrandom"} {
-		os.Chtimes(filepath.Join(ws.Root(), p), old, old)
+		_ = os.Chtimes(filepath.Join(ws.Root(), p), old, old)
 	}
 	if _, err := b.List(t.Context()); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func (s *jsonScanner) object(field func(key string) error) error {
 	if b == '}' {
 		return nil
 	}
-	s.r.UnreadByte()
+	_ = s.r.UnreadByte()
 	for {
 		if err := s.expect('"'); err != nil {
 			return err
@@ -99,7 +99,7 @@ func (s *jsonScanner) str() (string, error) {
 	case '"':
 		return s.stringBody()
 	case 'n':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return "", s.literal("null")
 	}
 	return "", fmt.Errorf("%w: got %q, want a string", errJSON, b)
@@ -112,7 +112,7 @@ func (s *jsonScanner) int() (int, error) {
 		return 0, err
 	}
 	if b == 'n' {
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return 0, s.literal("null")
 	}
 	num := []byte{b}
@@ -122,7 +122,7 @@ func (s *jsonScanner) int() (int, error) {
 			break
 		}
 		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
-			s.r.UnreadByte()
+			_ = s.r.UnreadByte()
 			break
 		}
 		num = append(num, c)
@@ -144,7 +144,7 @@ func (s *jsonScanner) skip() error {
 	case b == '"':
 		return s.skipString()
 	case b == '{':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return s.object(func(string) error { return s.skip() })
 	case b == '[':
 		c, err := s.ws()
@@ -154,7 +154,7 @@ func (s *jsonScanner) skip() error {
 		if c == ']' {
 			return nil
 		}
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		for {
 			if err := s.skip(); err != nil {
 				return err
@@ -171,16 +171,16 @@ func (s *jsonScanner) skip() error {
 			}
 		}
 	case b == 't':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return s.literal("true")
 	case b == 'f':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return s.literal("false")
 	case b == 'n':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		return s.literal("null")
 	case b == '-' || b >= '0' && b <= '9':
-		s.r.UnreadByte()
+		_ = s.r.UnreadByte()
 		_, err := s.int()
 		return err
 	}
@@ -273,7 +273,7 @@ func (s *jsonScanner) lowSurrogate(hi rune) rune {
 	if next, err := s.r.Peek(2); err != nil || string(next) != `\u` {
 		return utf8.RuneError
 	}
-	s.r.Discard(2)
+	_, _ = s.r.Discard(2)
 	lo, err := s.hex4()
 	if err != nil {
 		return utf8.RuneError

@@ -219,9 +219,9 @@ func removeAll(dir string) error {
 	if err == nil || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700)
+			_ = os.Chmod(p, 0o700)
 		}
 		return nil
 	})
@@ -260,7 +260,7 @@ const staleAfter = time.Minute
 // walk never follows links and every removal goes through the root.
 func (w *Workspace) removeStaleTemps(ctx context.Context) int {
 	n := 0
-	filepath.WalkDir(w.root, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(w.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || ctx.Err() != nil {
 			return ctx.Err()
 		}

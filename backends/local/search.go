@@ -119,13 +119,13 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	}
 	res, stopped, perr := collect(stdout, limit, ctxLines, fileName)
 	if stopped {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 	}
 	if perr != nil && !stopped {
 		// Unparseable output: stop rg, report below.
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 	}
-	io.Copy(io.Discard, stdout)
+	_, _ = io.Copy(io.Discard, stdout)
 	werr := cmd.Wait()
 
 	if err := ctx.Err(); err != nil {
@@ -214,7 +214,7 @@ func (s *jsonScanner) rgMessage() (rgMessage, error) {
 	if _, err := s.ws(); err != nil {
 		return m, err // io.EOF between messages is the clean end
 	}
-	s.r.UnreadByte()
+	_ = s.r.UnreadByte()
 	err := s.object(func(key string) error {
 		var err error
 		switch key {
@@ -255,7 +255,7 @@ func (s *jsonScanner) data() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.r.UnreadByte()
+	_ = s.r.UnreadByte()
 	if b == 'n' {
 		return "", s.literal("null")
 	}

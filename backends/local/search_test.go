@@ -145,9 +145,9 @@ func TestSearchHugeLineStaysBounded(t *testing.T) {
 	}
 	chunk := []byte(strings.Repeat("a", 1<<20))
 	for range 32 {
-		f.Write(chunk)
+		_, _ = f.Write(chunk)
 	}
-	f.WriteString("\xff NEEDLE\n")
+	_, _ = f.WriteString("\xff NEEDLE\n")
 	f.Close()
 	res, err := ws.Search(t.Context(), opsapi.SearchRequest{Pattern: "NEEDLE", Path: "."})
 	if err != nil {

@@ -181,7 +181,7 @@ func (w *Workspace) WriteFile(ctx context.Context, p string, r io.Reader) error 
 	}
 	fail := func(err error) error {
 		f.Close()
-		w.fsroot.Remove(tmp)
+		_ = w.fsroot.Remove(tmp)
 		return mapErr(op, p, err)
 	}
 	if _, err := io.CopyBuffer(f, ctxReader{ctx, r}, make([]byte, copyBufSize)); err != nil {
@@ -206,16 +206,16 @@ func (w *Workspace) WriteFile(ctx context.Context, p string, r io.Reader) error 
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		w.fsroot.Remove(tmp)
+		_ = w.fsroot.Remove(tmp)
 		return mapErr(op, p, err)
 	}
 	if err := w.fsroot.Rename(tmp, canon); err != nil {
-		w.fsroot.Remove(tmp)
+		_ = w.fsroot.Remove(tmp)
 		return mapErr(op, p, err)
 	}
 	// The rename is durable only once the directory is synced.
 	if d, err := w.fsroot.Open(dir); err == nil {
-		d.Sync()
+		_ = d.Sync() // the new content is in place; a failure only risks durability
 		d.Close()
 	}
 	return nil
