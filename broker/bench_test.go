@@ -32,3 +32,20 @@ func BenchmarkReadFile4K(b *testing.B) {
 	e.must(http.StatusNoContent, "PUT", wsPath(ws, "/files", "4k.bin"), strings.Repeat("x", 4096), nil)
 	benchGet(b, e, wsPath(ws, "/files", "4k.bin"))
 }
+
+// BenchmarkBashTrue is the issue's "bash true through HTTP", as a tool call.
+func BenchmarkBashTrue(b *testing.B) {
+	e := newEnv(b, nil)
+	ws := e.workspace()
+	for b.Loop() {
+		resp, err := e.hs.Client().Do(e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/bash", `{"command":"true"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}

@@ -118,11 +118,22 @@ func (s *Server) rediscover() error {
 			return fmt.Errorf("broker: rediscovering %s workspaces: %w", name, err)
 		}
 		for id, ws := range found {
-			s.add(id, name, ws, time.Now())
+			created := time.Now()
+			if c, ok := ws.(creationTimer); ok {
+				created = c.CreatedAt()
+			}
+			s.add(id, name, ws, created)
 			s.logger.Info("workspace rediscovered", "workspace", id, "backend", name, "root", ws.Root())
 		}
 	}
 	return nil
+}
+
+// creationTimer is an optional ability of a workspace: when it was made,
+// so that a rediscovered workspace keeps its createdAt. Without it the
+// rediscovery time stands in.
+type creationTimer interface {
+	CreatedAt() time.Time
 }
 
 func (s *Server) add(id, backend string, ws opsapi.Workspace, created time.Time) *workspace {
