@@ -72,7 +72,7 @@ func Collect(r io.Reader, req opsapi.SearchRequest, fileName string) (res opsapi
 		if m.typ != "match" && m.typ != "context" {
 			continue
 		}
-		p := strings.TrimPrefix(m.path, "./")
+		p := replaceInvalid(strings.TrimPrefix(m.path, "./"))
 		if fileName != "" {
 			p = fileName
 		}
@@ -124,7 +124,64 @@ func cleanLine(s string) string {
 		}
 		s = s[:cut]
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return replaceInvalid(s)
+}
+
+// replaceInvalid replaces each maximal invalid subsequence with U+FFFD, as
+// the WHATWG decoder (pi's TextDecoder) does; strings.ToValidUTF8 would
+// fold a whole run of bad bytes into one.
+func replaceInvalid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r != utf8.RuneError || n > 1 {
+			b.WriteString(s[i : i+n])
+			i += n
+			continue
+		}
+		b.WriteRune(utf8.RuneError)
+		i += maximalSubpart(s[i:])
+	}
+	return b.String()
+}
+
+// maximalSubpart is the length of the invalid sequence at the start of s:
+// a lead byte and the continuation bytes that could still have completed
+// it.
+func maximalSubpart(s string) int {
+	c := s[0]
+	need, lo, hi := 0, byte(0x80), byte(0xBF)
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c >= 0xE1 && c <= 0xEF:
+		need = 2
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	default:
+		return 1
+	}
+	n := 1
+	for k := 0; k < need && n < len(s); k++ {
+		if s[n] < lo || s[n] > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+		n++
+	}
+	return n
 }
 
 // message is what Collect uses of one ripgrep message.

@@ -1,6 +1,7 @@
 package rgjson_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -82,7 +83,7 @@ func TestCollectRealRipgrep(t *testing.T) {
 		t.Fatalf("escapes: %q %v", lines(res), err)
 	}
 	res, err = search(t, dir, opsapi.SearchRequest{Pattern: "needle", Glob: "c.bin", Literal: true})
-	if err != nil || len(res.Lines) != 1 || res.Lines[0].Text != "needle \uFFFD tail" {
+	if err != nil || len(res.Lines) != 1 || res.Lines[0].Text != "needle \uFFFD\uFFFD tail" {
 		t.Fatalf("bytes: %q %v", lines(res), err)
 	}
 	res, err = search(t, dir, opsapi.SearchRequest{Pattern: "needle", Glob: "long"})
@@ -99,6 +100,23 @@ func TestCollectRealRipgrep(t *testing.T) {
 	}
 	if _, err := rgjson.Args(opsapi.SearchRequest{Pattern: "a\x00"}); !errors.Is(err, opsapi.ErrInvalid) {
 		t.Fatalf("NUL: %v", err)
+	}
+}
+
+func TestReplaceInvalidPerMaximalSubpart(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\xff\xfeb":   "a\uFFFD\uFFFDb",
+		"\xe2\x82x":    "\uFFFDx", // one truncated sequence
+		"\xe2\x82\xac": "\u20ac",
+		"\xed\xa0\x80": "\uFFFD\uFFFD\uFFFD", // a surrogate is three bad bytes
+		"\xf0\x9f\x98": "\uFFFD",
+		"\xc3\x28":     "\uFFFD(",
+	} {
+		res, _, err := rgjson.Collect(strings.NewReader(`{"type":"match","data":{"path":{"text":"p"},"lines":{"bytes":"`+
+			base64.StdEncoding.EncodeToString([]byte(in))+`"},"line_number":1}}`), opsapi.SearchRequest{}, "")
+		if err != nil || len(res.Lines) != 1 || res.Lines[0].Text != want {
+			t.Errorf("%q: %+v %v, want %q", in, res.Lines, err, want)
+		}
 	}
 }
 
