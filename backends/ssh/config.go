@@ -1,0 +1,202 @@
+package ssh
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"strings"
+	"time"
+)
+
+// Config configures the ssh backend. Zero fields take the defaults of
+// NewConfig when the backend is built.
+type Config struct {
+	// KnownHostsFiles are OpenSSH known_hosts files; every host key is
+	// verified against them. Required unless InsecureIgnoreHostKey.
+	KnownHostsFiles []string `json:"knownHostsFiles" yaml:"knownHostsFiles"`
+	// InsecureIgnoreHostKey accepts any host key: anyone on the path can
+	// then impersonate the host. For throwaway labs only; logged loudly
+	// at start and at every connection.
+	InsecureIgnoreHostKey bool `json:"insecureIgnoreHostKey" yaml:"insecureIgnoreHostKey"`
+	// IdentityFiles are private keys (OpenSSH or PEM, unencrypted) to log
+	// in with.
+	IdentityFiles []string `json:"identityFiles" yaml:"identityFiles"`
+	// Agent also offers the keys of an ssh-agent, at AgentSocket or, when
+	// that is empty, $SSH_AUTH_SOCK.
+	Agent       bool   `json:"agent" yaml:"agent"`
+	AgentSocket string `json:"agentSocket" yaml:"agentSocket"`
+	// Hosts are the machines workspaces may be created on, by name.
+	Hosts map[string]Host `json:"hosts" yaml:"hosts"`
+	// AllowUnlistedHosts lets a create request name any "host:port" (and
+	// user) instead of a configured host. Off by default: a tenant could
+	// otherwise make the broker log in anywhere its keys open. Host keys
+	// are verified all the same.
+	AllowUnlistedHosts bool `json:"allowUnlistedHosts" yaml:"allowUnlistedHosts"`
+	// DialTimeout bounds connecting and the SSH handshake. Default 10s.
+	DialTimeout time.Duration `json:"dialTimeout" yaml:"dialTimeout"`
+	// KeepaliveInterval is how often an idle connection is probed;
+	// after KeepaliveCountMax unanswered intervals it is closed, so calls
+	// on a dead network fail instead of hanging. Defaults 15s and 3.
+	KeepaliveInterval time.Duration `json:"keepaliveInterval" yaml:"keepaliveInterval"`
+	KeepaliveCountMax int           `json:"keepaliveCountMax" yaml:"keepaliveCountMax"`
+	// MaxSessions is the server's limit of sessions per connection
+	// (OpenSSH's MaxSessions, default 10). One is the SFTP channel, two
+	// are kept for kills, the rest run commands and searches; more wait.
+	MaxSessions int `json:"maxSessions" yaml:"maxSessions"`
+	// KillGrace, DrainIdle and MaxDrain are as in package remoteexec:
+	// defaults 2s, 100ms, 5s.
+	KillGrace time.Duration `json:"killGrace" yaml:"killGrace"`
+	DrainIdle time.Duration `json:"drainIdle" yaml:"drainIdle"`
+	MaxDrain  time.Duration `json:"maxDrain" yaml:"maxDrain"`
+	// Shell runs every command as `Shell -c <command>` on the host.
+	// Default /bin/bash.
+	Shell string `json:"shell" yaml:"shell"`
+	// RgPath is ripgrep on the host, a path or a name on its PATH.
+	// Default "rg".
+	RgPath string `json:"rgPath" yaml:"rgPath"`
+}
+
+// Host is one machine workspaces can live on.
+type Host struct {
+	// Address is "host:port" (port 22 when omitted).
+	Address string `json:"address" yaml:"address"`
+	// User is the account to log in as. A create request may name only
+	// this user.
+	User string `json:"user" yaml:"user"`
+	// WorkspaceDir is the directory on the host under which workspaces
+	// without an explicit root are created, as WorkspaceDir/<id>;
+	// relative to the account's home. Default ".wsbroker/workspaces".
+	WorkspaceDir string `json:"workspaceDir" yaml:"workspaceDir"`
+}
+
+// Defaults.
+const (
+	DefaultDialTimeout       = 10 * time.Second
+	DefaultKeepaliveInterval = 15 * time.Second
+	DefaultKeepaliveCountMax = 3
+	DefaultMaxSessions       = 10
+	DefaultKillGrace         = 2 * time.Second
+	DefaultDrainIdle         = 100 * time.Millisecond
+	DefaultMaxDrain          = 5 * time.Second
+	DefaultShell             = "/bin/bash"
+	DefaultRgPath            = "rg"
+	DefaultWorkspaceDir      = ".wsbroker/workspaces"
+)
+
+// NewConfig returns a configuration with every default set, no hosts and
+// no keys.
+func NewConfig() Config {
+	return Config{
+		DialTimeout:       DefaultDialTimeout,
+		KeepaliveInterval: DefaultKeepaliveInterval,
+		KeepaliveCountMax: DefaultKeepaliveCountMax,
+		MaxSessions:       DefaultMaxSessions,
+		KillGrace:         DefaultKillGrace,
+		DrainIdle:         DefaultDrainIdle,
+		MaxDrain:          DefaultMaxDrain,
+		Shell:             DefaultShell,
+		RgPath:            DefaultRgPath,
+	}
+}
+
+// withDefaults fills the zero fields from NewConfig.
+func (c Config) withDefaults() Config {
+	d := NewConfig()
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = d.KeepaliveInterval
+	}
+	if c.KeepaliveCountMax == 0 {
+		c.KeepaliveCountMax = d.KeepaliveCountMax
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = d.MaxSessions
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = d.KillGrace
+	}
+	if c.DrainIdle == 0 {
+		c.DrainIdle = d.DrainIdle
+	}
+	if c.MaxDrain == 0 {
+		c.MaxDrain = d.MaxDrain
+	}
+	if c.Shell == "" {
+		c.Shell = d.Shell
+	}
+	if c.RgPath == "" {
+		c.RgPath = d.RgPath
+	}
+	return c
+}
+
+// Validate reports every problem with c at once. It checks values only;
+// New reads the files.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.KnownHostsFiles) == 0 && !c.InsecureIgnoreHostKey {
+		errs = append(errs, errors.New("knownHostsFiles is required (host keys are always verified)"))
+	}
+	if len(c.IdentityFiles) == 0 && !c.Agent {
+		errs = append(errs, errors.New("no authentication: set identityFiles or agent"))
+	}
+	for name, h := range c.Hosts {
+		if name == "" || strings.ContainsAny(name, " \t\n/") {
+			errs = append(errs, fmt.Errorf("host name %q is not a simple name", name))
+		}
+		if h.Address == "" {
+			errs = append(errs, fmt.Errorf("host %q: address is required", name))
+		} else if _, err := normalizeAddr(h.Address); err != nil {
+			errs = append(errs, fmt.Errorf("host %q: %w", name, err))
+		}
+		if h.User == "" {
+			errs = append(errs, fmt.Errorf("host %q: user is required", name))
+		}
+		if path.IsAbs(h.WorkspaceDir) && path.Clean(h.WorkspaceDir) == "/" {
+			errs = append(errs, fmt.Errorf("host %q: workspaceDir must not be /", name))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"dialTimeout", c.DialTimeout}, {"keepaliveInterval", c.KeepaliveInterval},
+		{"killGrace", c.KillGrace}, {"drainIdle", c.DrainIdle}, {"maxDrain", c.MaxDrain}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
+		}
+	}
+	if c.DrainIdle > 0 && c.MaxDrain > 0 && c.MaxDrain < c.DrainIdle {
+		errs = append(errs, fmt.Errorf("maxDrain (%v) is shorter than drainIdle (%v)", c.MaxDrain, c.DrainIdle))
+	}
+	if c.KeepaliveCountMax < 1 {
+		errs = append(errs, fmt.Errorf("keepaliveCountMax must be at least 1, got %d", c.KeepaliveCountMax))
+	}
+	if c.MaxSessions < 4 {
+		errs = append(errs, fmt.Errorf("maxSessions must be at least 4 (sftp, two for kills, one for commands), got %d", c.MaxSessions))
+	}
+	if !path.IsAbs(c.Shell) {
+		errs = append(errs, fmt.Errorf("shell %q is not an absolute path", c.Shell))
+	}
+	if c.RgPath == "" {
+		errs = append(errs, errors.New("rgPath is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// normalizeAddr adds port 22 to a bare host and checks the form.
+func normalizeAddr(a string) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			return net.JoinHostPort(strings.Trim(a, "[]"), "22"), nil
+		}
+		return "", fmt.Errorf("address %q: %w", a, err)
+	}
+	if host == "" || port == "" {
+		return "", fmt.Errorf("address %q has no host or port", a)
+	}
+	return net.JoinHostPort(host, port), nil
+}
