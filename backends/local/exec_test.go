@@ -21,9 +21,10 @@ func TestExecTimeoutKillsGrandchildren(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t, fastKill)
 	_, res := run(t, ws, opsapi.ExecRequest{
-		Command: `sleep 600 & a=$!; (sleep 600 & echo $! > b.tmp; wait) & echo "$a $(cat b.tmp 2>/dev/null)" > /dev/null
-sleep 0.2; echo "$a $(cat b.tmp)" > pids.tmp && mv pids.tmp pids; sleep 600`,
-		Timeout: time.Second,
+		Command: `sleep 600 & a=$!; (sleep 600 & echo $! > b.tmp; wait) &
+while [ ! -s b.tmp ]; do sleep 0.01; done
+echo "$a $(cat b.tmp)" > pids.tmp && mv pids.tmp pids; sleep 600`,
+		Timeout: 3 * time.Second,
 	})
 	if !res.TimedOut || res.Canceled {
 		t.Fatalf("result %+v, want TimedOut", res)
@@ -44,7 +45,7 @@ func TestExecSIGTERMIgnoredIsKilledAfterGrace(t *testing.T) {
 	ws := newWorkspace(t, fastKill)
 	_, res := run(t, ws, opsapi.ExecRequest{
 		Command: "trap '' TERM; sleep 600 & echo $! > pid; wait",
-		Timeout: 500 * time.Millisecond,
+		Timeout: 2 * time.Second,
 	})
 	if !res.TimedOut || res.ExitCode != 137 || res.Signal != "SIGKILL" {
 		t.Fatalf("result %+v, want TimedOut, 137, SIGKILL", res)
@@ -66,7 +67,7 @@ nohup setsid sleep 600 >/dev/null 2>&1 & c=$!
 while [ ! -s b.tmp ]; do sleep 0.01; done
 echo "$a $(cat b.tmp) $c" > pids.tmp && mv pids.tmp pids
 sleep 600`,
-		Timeout: time.Second,
+		Timeout: 3 * time.Second,
 	})
 	if !res.TimedOut {
 		t.Fatalf("result %+v, want TimedOut", res)
@@ -129,7 +130,7 @@ func TestExecDeadlineDuringDrainKills(t *testing.T) {
 	ws := newWorkspace(t, local.Config{KillGrace: 200 * time.Millisecond, MaxDrain: time.Minute})
 	out, res := run(t, ws, opsapi.ExecRequest{
 		Command: "(echo $BASHPID > pid; while :; do echo tick; sleep 0.01; done) & exit 3",
-		Timeout: 700 * time.Millisecond,
+		Timeout: 2 * time.Second,
 	})
 	if !res.TimedOut || res.ExitCode != 3 {
 		t.Fatalf("result %+v, want TimedOut with the shell's own exit code 3", res)
