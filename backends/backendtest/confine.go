@@ -46,10 +46,11 @@ func (s *suite) confined(t *testing.T) (opsapi.Operations, canary) {
 	}
 	c.abs = filepath.Join(c.dir, c.name)
 	must(t, os.WriteFile(c.abs, []byte(c.content), 0o644))
-	before := hostNames(t, c.dir)
 	t.Cleanup(func() {
-		if after := hostNames(t, c.dir); after != before {
-			t.Errorf("entries beside the root changed: before %s, after %s", before, after)
+		// Every escape attempt names a path after this canary's token, so
+		// this stays true when other workspaces share the directory.
+		if got := hostNames(t, c.dir, hex.EncodeToString(tok)); got != c.name {
+			t.Errorf("entries beside the root after the case: %s, want only %s", got, c.name)
 		}
 		got, err := os.ReadFile(c.abs)
 		if err != nil || string(got) != c.content {
@@ -403,13 +404,15 @@ func (s *suite) confine(t *testing.T) {
 	})
 }
 
-// hostNames lists a host directory's entry names.
-func hostNames(t *testing.T, dir string) string {
+// hostNames lists the names in a host directory that contain token.
+func hostNames(t *testing.T, dir, token string) string {
 	entries, err := os.ReadDir(dir)
 	must(t, err)
 	var n []string
 	for _, e := range entries {
-		n = append(n, e.Name())
+		if strings.Contains(e.Name(), token) {
+			n = append(n, e.Name())
+		}
 	}
 	return strings.Join(n, " ")
 }
