@@ -231,23 +231,6 @@ func removeAll(dir string) error {
 // lookPath finds an executable by name or path.
 func lookPath(name string) (string, error) { return exec.LookPath(name) }
 
-// Every tool the local backend serves, plus realpath and Destroy.
-var (
-	_ opsapi.Backend         = (*Backend)(nil)
-	_ opsapi.Rediscoverer    = (*Backend)(nil)
-	_ opsapi.Workspace       = (*Workspace)(nil)
-	_ opsapi.Operations      = (*Workspace)(nil)
-	_ opsapi.ReadOperations  = (*Workspace)(nil)
-	_ opsapi.WriteOperations = (*Workspace)(nil)
-	_ opsapi.EditOperations  = (*Workspace)(nil)
-	_ opsapi.BashOperations  = (*Workspace)(nil)
-	_ opsapi.GrepOperations  = (*Workspace)(nil)
-	_ opsapi.FindOperations  = (*Workspace)(nil)
-	_ opsapi.LsOperations    = (*Workspace)(nil)
-	_ opsapi.Resolver        = (*Workspace)(nil)
-	_ opsapi.Destroyer       = (*Workspace)(nil)
-)
-
 // tempPattern matches WriteFile's temporary names.
 var tempPattern = regexp.MustCompile(`^\..+\.tmp-[0-9a-f]{16}$`)
 
@@ -278,3 +261,20 @@ func (w *Workspace) removeStaleTemps(ctx context.Context) int {
 	})
 	return n
 }
+
+// Every tool the local backend serves, plus realpath and Destroy.
+var (
+	_ opsapi.Backend         = (*Backend)(nil)
+	_ opsapi.Rediscoverer    = (*Backend)(nil)
+	_ opsapi.Workspace       = (*Workspace)(nil)
+	_ opsapi.Operations      = (*Workspace)(nil)
+	_ opsapi.ReadOperations  = (*Workspace)(nil)
+	_ opsapi.WriteOperations = (*Workspace)(nil)
+	_ opsapi.EditOperations  = (*Workspace)(nil)
+	_ opsapi.BashOperations  = (*Workspace)(nil)
+	_ opsapi.GrepOperations  = (*Workspace)(nil)
+	_ opsapi.FindOperations  = (*Workspace)(nil)
+	_ opsapi.LsOperations    = (*Workspace)(nil)
+	_ opsapi.Resolver        = (*Workspace)(nil)
+	_ opsapi.Destroyer       = (*Workspace)(nil)
+)
