@@ -14,9 +14,9 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
@@ -464,13 +464,17 @@ func (s *suite) toolBash(t *testing.T) {
 		eq(t, "text", ok(t, tb, "bash", `{"command":"printf '\\342\\202\\254 \\377!'"}`), "€ \ufffd!")
 	})
 	t.Run("abort_is_Command_aborted_with_the_output_so_far", func(t *testing.T) {
-		ws, tb := s.toolsFor(t, tools.Options{})
+		// Cancel once an update shows the output, so the output provably
+		// reached the tool before the abort.
+		_, tb := s.toolsFor(t, tools.Options{})
 		ctx, cancel := context.WithCancel(ctxOf(t))
-		go func() {
-			eventually(10*time.Second, func() bool { _, err := ws.Stat(ctxOf(t), "started"); return err == nil })
-			cancel()
-		}()
-		r := tb.Call(ctx, "bash", json.RawMessage(`{"command":"echo before; touch started; sleep 30"}`), nil)
+		defer cancel()
+		var once sync.Once
+		r := tb.Call(ctx, "bash", json.RawMessage(`{"command":"echo before; sleep 30"}`), func(u tools.Result) {
+			if strings.Contains(textOf(u), "before") {
+				once.Do(cancel)
+			}
+		})
 		eq(t, "error", r.IsError, true)
 		eq(t, "text", textOf(r), "before\n\n\nCommand aborted")
 	})
