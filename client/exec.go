@@ -36,12 +36,18 @@ type execLine struct {
 
 // Exec runs req.Command on the broker and streams its output, decoded, to
 // req.Output as it arrives (serially, and never after Exec returns). When
-// ctx ends the request is closed, which makes the broker kill the
-// command's whole process tree; Exec then reports a result with Canceled
-// (or TimedOut, for a deadline) set, as a local backend would. Start
-// failures (a missing Cwd, ...) come back as errors of their opsapi kind.
+// ctx ends, the connection's write side is closed (see streamCancel): the
+// broker kills the command's whole process tree and still sends the
+// output up to the kill and the real result, with Canceled set. If the
+// broker cannot be heard from any more, Exec reports a Canceled (or, for a
+// deadline, TimedOut) result of its own. Start failures (a missing Cwd,
+// ...) come back as errors of their opsapi kind.
 func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
 	start := time.Now()
+	if err := ctx.Err(); err != nil {
+		// Not even sent: nothing ran.
+		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", nil, err)
+	}
 	if req.Timeout < 0 {
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, errors.New("negative timeout"))
 	}
@@ -49,7 +55,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, err)
 	}
-	hreq, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/exec"), nil, bytes.NewReader(b))
+	reqCtx, sc := newStreamCancel(ctx)
+	defer sc.close()
+	hreq, err := w.c.newRequest(reqCtx, http.MethodPost, wsPath(w.id, "/exec"), nil, bytes.NewReader(b))
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}
@@ -63,6 +71,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, err
 	}
 	defer resp.Body.Close()
+	sc.began()
 
 	dec := json.NewDecoder(resp.Body)
 	for {

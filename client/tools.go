@@ -20,12 +20,20 @@ import (
 // (opsapi.ErrNotExist), a body that is not JSON, or a lost broker. When
 // onUpdate is not nil the call streams: onUpdate receives the partial
 // results (bash output as it comes), serially, before CallTool returns.
-// Cancelling ctx closes the request, which stops the tool on the broker.
+// Cancelling ctx stops the tool on the broker, which still answers with
+// the tool's own result (bash: "Command aborted" after the output so far);
+// only when the broker cannot be heard from any more is it an error of
+// kind ErrCanceled or ErrTimeout.
 func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return tools.Result{}, opsapi.E("client.CallTool", "", nil, err)
+	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	req, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/tools/"+url.PathEscape(name)), nil, bytes.NewReader(args))
+	reqCtx, sc := newStreamCancel(ctx)
+	defer sc.close()
+	req, err := w.c.newRequest(reqCtx, http.MethodPost, wsPath(w.id, "/tools/"+url.PathEscape(name)), nil, bytes.NewReader(args))
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -37,9 +45,13 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 	}
 	resp, err := w.c.send(req)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return tools.Result{}, opsapi.E("client.CallTool", "", nil, cerr)
+		}
 		return tools.Result{}, err
 	}
 	defer resp.Body.Close()
+	sc.began()
 	dec := json.NewDecoder(resp.Body)
 	if onUpdate == nil {
 		var res tools.Result

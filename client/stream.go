@@ -1,0 +1,85 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http/httptrace"
+	"sync"
+	"time"
+)
+
+// streamAbortGrace bounds how long a canceled streaming call waits for the
+// broker to finish it (kill the command, send the rest of the output and
+// the final line) before the connection is dropped.
+const streamAbortGrace = 15 * time.Second
+
+// streamCancel lets a streaming call (exec, a streamed tool call) be
+// canceled without losing its end. The request runs on a context that
+// outlives the caller's; when the caller's context ends after the response
+// has begun, the connection's write side is closed. The broker reads
+// that as the client going away, cancels the call (killing the command's
+// tree) and still sends what it produced up to the end, including the
+// final line with the real result, over the half that stays open.
+// Before the response has begun, or when the connection cannot be
+// half-closed (HTTP/2), the request is simply canceled.
+type streamCancel struct {
+	hardAbort context.CancelFunc
+	stopWatch func() bool
+
+	mu        sync.Mutex
+	conn      net.Conn
+	responded bool
+	done      bool
+	timer     *time.Timer
+}
+
+// newStreamCancel returns the context to send the request with.
+func newStreamCancel(ctx context.Context) (context.Context, *streamCancel) {
+	reqCtx, hardAbort := context.WithCancel(context.WithoutCancel(ctx))
+	sc := &streamCancel{hardAbort: hardAbort}
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			sc.mu.Lock()
+			sc.conn = info.Conn
+			sc.mu.Unlock()
+		},
+	})
+	sc.stopWatch = context.AfterFunc(ctx, sc.cancel)
+	return reqCtx, sc
+}
+
+// began records that the response headers arrived: from now on a cancel
+// half-closes instead of dropping the stream.
+func (sc *streamCancel) began() {
+	sc.mu.Lock()
+	sc.responded = true
+	sc.mu.Unlock()
+}
+
+func (sc *streamCancel) cancel() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.done {
+		return
+	}
+	if sc.responded && canHalfClose(sc.conn) {
+		if err := sc.conn.(interface{ CloseWrite() error }).CloseWrite(); err == nil {
+			sc.timer = time.AfterFunc(streamAbortGrace, sc.hardAbort)
+			return
+		}
+	}
+	sc.hardAbort()
+}
+
+// close releases the call's context and timers; call it when the response
+// has been read.
+func (sc *streamCancel) close() {
+	sc.stopWatch()
+	sc.mu.Lock()
+	sc.done = true
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.mu.Unlock()
+	sc.hardAbort()
+}
