@@ -43,7 +43,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
 	}
 
-	lb, err := local.New(cfg.Local, logger.With("backend", "local"))
+	lb, err := local.New(cfg.Local, logger)
 	if err != nil {
 		return fmt.Errorf("local backend: %w", err)
 	}

@@ -71,7 +71,8 @@ type broker struct {
 	state  string
 	home   string
 	stderr *lockedBuffer
-	done   chan error // receives Wait's result
+	done    chan struct{} // closed when the process has exited
+	waitErr error         // Wait's result, set before done is closed
 }
 
 func freePort(t *testing.T) int {
@@ -84,12 +85,11 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startBroker runs `broker serve` with a temporary HOME and state
-// directory and waits until /healthz answers.
-func startBroker(t *testing.T) *broker {
+// startBroker runs `broker serve` with HOME and a state directory inside
+// it, and waits until /healthz answers.
+func startBroker(t *testing.T, home string) *broker {
 	t.Helper()
-	home := t.TempDir()
-	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	port := freePort(t)
 	b.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	b.cmd = exec.Command(binary, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--shutdown-grace", "3s")
@@ -99,9 +99,11 @@ func startBroker(t *testing.T) *broker {
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { b.done <- b.cmd.Wait() }()
+	go func() { b.waitErr = b.cmd.Wait(); close(b.done) }()
 	t.Cleanup(func() {
-		if b.cmd.ProcessState == nil {
+		select {
+		case <-b.done:
+		default:
 			_ = b.cmd.Process.Kill()
 			<-b.done
 		}
@@ -119,9 +121,8 @@ func startBroker(t *testing.T) *broker {
 			}
 		}
 		select {
-		case err := <-b.done:
-			b.done <- err
-			t.Fatalf("broker exited before serving: %v\n%s", err, b.stderr.String())
+		case <-b.done:
+			t.Fatalf("broker exited before serving: %v\n%s", b.waitErr, b.stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -233,7 +234,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker binary")
 	}
-	b := startBroker(t)
+	home := t.TempDir()
+	b := startBroker(t, home)
 
 	token := checkTokenFile(t, b)
 
@@ -278,8 +280,33 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("tool on a deleted workspace exited 0: %q", r.stdout)
 	}
 
-	t.Run("sigterm", func(t *testing.T) { gracefulShutdown(t, b) })
+	var kept string
+	t.Run("sigterm", func(t *testing.T) { kept = gracefulShutdown(t, b) })
 	checkLogs(t, b, token)
+
+	// A restart on the same state directory keeps the token (not printed
+	// again) and finds the workspace that was left.
+	b2 := startBroker(t, home)
+	if strings.Contains(b2.stderr.String(), token) || strings.Contains(b2.stderr.String(), "created a new API token") {
+		t.Fatalf("the token was printed again on restart:\n%s", b2.stderr.String())
+	}
+	if kept != "" {
+		if out := b2.mustCLI(t, "ws", "ls"); !strings.Contains(out, kept) {
+			t.Errorf("workspace %s lost across a restart:\n%s", kept, out)
+		}
+		b2.mustCLI(t, "ws", "rm", kept)
+	}
+	if err := b2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b2.done:
+		if b2.waitErr != nil {
+			t.Fatalf("second broker exited with %v after SIGTERM", b2.waitErr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("second broker still running 20s after SIGTERM")
+	}
 }
 
 // checkTokenFile asserts the zero-config token: written 0600 into the
@@ -345,7 +372,7 @@ func cliTools(t *testing.T, b *broker, ws string) {
 		t.Fatalf("failing bash tool: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// Invalid arguments are a tool error too, with pi's text.
-	r = b.cli(t, "", "tool", ws, "read", `{"path":5}`)
+	r = b.cli(t, "", "tool", ws, "read", `{"offset":1}`)
 	if r.code != 1 || !strings.Contains(r.stderr, `Validation failed for tool "read"`) {
 		t.Fatalf("invalid arguments: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -546,8 +573,9 @@ func interruptExec(t *testing.T, b *broker, ws string) {
 }
 
 // gracefulShutdown sends SIGTERM to the broker while a command runs and
-// checks a clean exit with nothing left behind.
-func gracefulShutdown(t *testing.T, b *broker) {
+// checks a clean exit with nothing left behind. It returns the workspace
+// it created, which outlives the broker.
+func gracefulShutdown(t *testing.T, b *broker) string {
 	ws := strings.TrimSpace(b.mustCLI(t, "ws", "create"))
 	mark := marker()
 	cmd := exec.Command(binary, "exec", ws, "--", "sleep "+mark)
@@ -568,9 +596,9 @@ func gracefulShutdown(t *testing.T, b *broker) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-b.done:
-		if err != nil {
-			t.Fatalf("broker exited with %v after SIGTERM, want status 0", err)
+	case <-b.done:
+		if b.waitErr != nil {
+			t.Fatalf("broker exited with %v after SIGTERM, want status 0", b.waitErr)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("broker still running 20s after SIGTERM")
@@ -591,6 +619,7 @@ func gracefulShutdown(t *testing.T, b *broker) {
 	if _, err := http.Get(b.url + "/healthz"); err == nil {
 		t.Fatal("the broker's port still answers after shutdown")
 	}
+	return ws
 }
 
 // checkLogs asserts the log is JSON lines and never carries the token.
