@@ -168,6 +168,12 @@ func (s *suite) exec(t *testing.T) {
 		if res.ExitCode == 0 {
 			t.Errorf("exit code 0 after a timeout")
 		}
+		if res.Duration < time.Second {
+			t.Errorf("duration %v is shorter than the 1s timeout", res.Duration)
+		}
+		if res.Killed < 1 {
+			t.Errorf("Killed = %d after killing a tree of at least three processes", res.Killed)
+		}
 		wantTreeGone(t, ws, "gc.pid", "beat")
 	})
 	t.Run("Exec_timeout_escalates_to_SIGKILL_when_TERM_is_ignored", func(t *testing.T) {

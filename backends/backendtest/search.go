@@ -94,6 +94,14 @@ func (s *suite) search(t *testing.T) {
 		res := searchOK(t, ws, opsapi.SearchRequest{Pattern: "needle", Path: "."})
 		eq(t, "lines", fmtLines(res.Lines), "kept.txt:1:needle:match")
 	})
+	t.Run("Search_explicit_file_path_is_searched_even_if_ignored", func(t *testing.T) {
+		ws := s.parallel(t)
+		must(t, ws.Mkdir(ctxOf(t), ".git"))
+		put(t, ws, ".gitignore", "ignored.txt\n")
+		put(t, ws, "ignored.txt", "needle\n")
+		eq(t, "lines", fmtLines(searchOK(t, ws, opsapi.SearchRequest{Pattern: "needle", Path: "ignored.txt"}).Lines),
+			"ignored.txt:1:needle:match")
+	})
 	t.Run("Search_includes_hidden_files", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, ".hidden/h.txt", "needle\n")
