@@ -51,6 +51,16 @@ func (r *Recorder) Record(d time.Duration, err error) {
 	r.mu.Unlock()
 }
 
+// Fail counts an error that has no latency to record (a warm-up call).
+func (r *Recorder) Fail(err error) {
+	r.mu.Lock()
+	r.errors++
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.mu.Unlock()
+}
+
 // Stats summarises a Recorder.
 type Stats struct {
 	Count      int

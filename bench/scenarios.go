@@ -68,17 +68,18 @@ func runLatency(ctx context.Context, env *Env, s *Session, rows []string) ([]Res
 	return out, nil
 }
 
-// latencyRow measures one op.
+// latencyRow measures one op. Failed calls, warm-up included, are
+// counted as the row's errors; they do not stop the row.
 func latencyRow(ctx context.Context, env *Env, s *Session, name string, op Op) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Config.OpTime+rowSlack)
 	defer cancel()
+	var rec Recorder
 	for range warmupCalls {
 		if err := op(ctx); err != nil {
-			return Result{}, fmt.Errorf("%s (warm-up): %w", name, err)
+			rec.Fail(fmt.Errorf("warm-up: %w", err))
 		}
 	}
 	proc := StartSampler(s.PID, env.Config.SampleEvery)
-	var rec Recorder
 	start := time.Now()
 	deadline := start.Add(env.Config.OpTime)
 	rec.Start(start)
@@ -132,23 +133,26 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 		}
 		clients[i] = cl
 	}
-	// Warm-up: every client runs the mix once (connections, page cache).
-	if err := forEachClient(clients, func(i int, cl Client) error {
-		for _, op := range loadMix {
-			if err := cl[op](ctx); err != nil {
-				return fmt.Errorf("%s warm-up, client %d, %s: %w", loadMixed, i, op, err)
-			}
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-
 	total := &Recorder{}
 	perOp := map[string]*Recorder{}
 	for _, op := range loadMix {
 		perOp[op] = &Recorder{}
 	}
+	// Warm-up: every client runs the mix once (connections, page cache).
+	// Its failures count as errors too; zero errors means zero.
+	forEachClient(clients, func(i int, cl Client) {
+		for _, op := range loadMix {
+			if err := cl[op](ctx); err != nil {
+				err = fmt.Errorf("warm-up, client %d: %w", i, err)
+				total.Fail(err)
+				perOp[op].Fail(err)
+			}
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
 	proc := StartSampler(s.PID, cfg.SampleEvery)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
@@ -159,7 +163,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 	if cfg.Rate > 0 {
 		interval = time.Duration(float64(time.Second) / cfg.Rate)
 	}
-	_ = forEachClient(clients, func(i int, cl Client) error {
+	forEachClient(clients, func(i int, cl Client) {
 		phase := time.Duration(0)
 		if interval > 0 {
 			phase = interval * time.Duration(i) / time.Duration(len(clients))
@@ -173,7 +177,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 				}
 			}
 			if !sched.Before(end) {
-				return nil
+				return
 			}
 			name := loadMix[(i+k)%len(loadMix)]
 			err := cl[name](ctx)
@@ -181,7 +185,6 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 			total.Record(lat, err)
 			perOp[name].Record(lat, err)
 		}
-		return nil
 	})
 	stop := time.Now()
 	usage := proc.Stop()
@@ -202,21 +205,13 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 	return out, nil
 }
 
-// forEachClient runs fn for every client concurrently and returns the
-// first error.
-func forEachClient(clients []Client, fn func(i int, cl Client) error) error {
+// forEachClient runs fn for every client concurrently and waits.
+func forEachClient(clients []Client, fn func(i int, cl Client)) {
 	var wg sync.WaitGroup
-	errs := make([]error, len(clients))
 	for i, cl := range clients {
-		wg.Go(func() { errs[i] = fn(i, cl) })
+		wg.Go(func() { fn(i, cl) })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // runStream pipes StreamBytes of zeros through base64 in the bash tool,
