@@ -10,16 +10,18 @@
 // own process, while closing a session kills nothing. So every command runs
 // under a small POSIX sh wrapper:
 //
-//	sh -c WRAPPER wsbroker CWD SHELL COMMAND ENV...
+//	sh -c WRAPPER wsbroker CWD SHELL COMMAND HOW ENV...
 //
-// The wrapper changes into CWD (reporting a missing one), then starts
-// `setsid sh -c ...`, whose first act is to print its own pid, the id of
-// the new process group and session, on a control line on stderr; it then
-// sends its stderr into stdout (so the two keep their order) and execs
-// `env -- ENV... SHELL -c COMMAND`. The wrapper waits for it and prints the
-// exit status on a second control line. Stdout carries the command's
-// output only; stderr carries only control lines, each starting with
-// "@wsbroker ".
+// The wrapper changes into CWD (reporting a missing one), then starts a
+// background subshell with its stderr sent into stdout (so the two keep
+// their order), which exports ENV and execs `setsid SHELL -c COMMAND`:
+// the command's pid is the id of its new process group and session. The
+// wrapper prints that id on a control line on stderr, waits for the
+// command and prints its exit status on a second control line. Stdout
+// carries the command's output only; stderr only control lines, each
+// starting with "@wsbroker ". Four programs start per command (the login
+// shell, sh, setsid, the shell), which keeps its cost near a bare
+// session's.
 //
 // Every command's environment holds a marker, WSBROKER_CALL=<random>, and
 // the workspace's own marker. On a deadline or cancel, a second command

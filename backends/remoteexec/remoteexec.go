@@ -171,7 +171,13 @@ func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, m
 	call := CallKey + "=" + randomID()
 	env := make([]string, 0, len(r.cfg.Env)+len(req.Env)+1+len(markers))
 	env = append(append(append(append(env, r.cfg.Env...), req.Env...), call), markers...)
-	argv := append([]string{"sh", "-c", wrapperScript, "wsbroker", cwd, r.cfg.Shell, req.Command}, env...)
+	how := "export"
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !isName(k) {
+			how = "env"
+		}
+	}
+	argv := append([]string{"sh", "-c", wrapperScript, "wsbroker", cwd, r.cfg.Shell, req.Command, how}, env...)
 
 	begin := time.Now()
 	p, err := r.start(ctx, argv)
@@ -189,6 +195,16 @@ func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, m
 	r.log.Debug("exec", "exit", res.ExitCode, "signal", res.Signal, "timedOut", res.TimedOut,
 		"canceled", res.Canceled, "killed", res.Killed, "duration", res.Duration)
 	return res, nil
+}
+
+// isName reports whether k is a shell variable name, which `export` takes.
+func isName(k string) bool {
+	for i, c := range k {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 func randomID() string {

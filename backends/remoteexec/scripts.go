@@ -1,10 +1,14 @@
 package remoteexec
 
 // wrapperScript runs one command: sh -c wrapperScript wsbroker CWD SHELL
-// COMMAND ENV... (see the package documentation). Control lines go to
+// COMMAND HOW ENV... (see the package documentation). A subshell takes the
+// environment (with `export`, or with env(1) when HOW is "env" because a
+// key is no shell name), moves to a new session with setsid (which does
+// not fork: a background job is no group leader) and execs the shell, so
+// its pid is the group id the wrapper reports. Control lines go to
 // stderr; the command's stdout and stderr both go to stdout.
-const wrapperScript = `cwd=$1 shell=$2 cmd=$3
-shift 3
+const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4
+shift 4
 if ! cd -- "$cwd" 2>/dev/null; then
 	if [ -d "$cwd" ]; then echo '@wsbroker noperm' >&2
 	elif [ -e "$cwd" ]; then echo '@wsbroker notdir' >&2
@@ -12,11 +16,14 @@ if ! cd -- "$cwd" 2>/dev/null; then
 	fi
 	exit 0
 fi
-if command -v setsid >/dev/null 2>&1; then
-	setsid sh -c 'echo "@wsbroker pgid $$" >&2; exec 2>&1; exec env -- "$@"' sh "$@" "$shell" -c "$cmd" </dev/null &
-else
-	sh -c 'echo "@wsbroker pid $$" >&2; exec 2>&1; exec env -- "$@"' sh "$@" "$shell" -c "$cmd" </dev/null &
-fi
+s= kind=pid
+if command -v setsid >/dev/null 2>&1; then s=setsid kind=pgid; fi
+(
+	if [ "$how" = env ]; then exec $s env -- "$@" "$shell" -c "$cmd"; fi
+	export "$@"
+	exec $s "$shell" -c "$cmd"
+) </dev/null 2>&1 &
+echo "@wsbroker $kind $!" >&2
 wait $!
 echo "@wsbroker exit $?" >&2
 `

@@ -306,15 +306,21 @@ func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, fu
 		release()
 		return nil, nil, err
 	}
-	s, err := c.client.NewSession()
-	if err != nil {
-		release()
-		if c.dead.Load() || errors.Is(err, io.EOF) {
-			c.dead.Store(true)
+	// A server at its MaxSessions (counting sessions of other
+	// clients of the account, or closes it has not processed yet)
+	// rejects the channel: wait a little and try again.
+	var oce *ssh.OpenChannelError
+	for attempt := 0; ; attempt++ {
+		s, err := c.client.NewSession()
+		if err == nil {
+			return s, release, nil
 		}
-		return nil, nil, opsapi.E("ssh.session", h.addr, opsapi.ErrUnavailable, err)
+		if !errors.As(err, &oce) || attempt == 40 || ctx.Err() != nil || c.dead.Load() {
+			release()
+			return nil, nil, opsapi.E("ssh.session", h.addr, opsapi.ErrUnavailable, err)
+		}
+		time.Sleep(time.Duration(5+5*min(attempt, 9)) * time.Millisecond)
 	}
-	return s, release, nil
 }
 
 // start is remoteexec's StartFunc: one session per command.
@@ -330,12 +336,12 @@ func (h *host) start(ctx context.Context, argv []string) (remoteexec.Process, er
 		release()
 		return nil, err
 	}
-	if err := s.Start(remoteexec.ShellJoin(argv)); err != nil {
+	if err := s.Start(commandLine(argv)); err != nil {
 		s.Close()
 		release()
 		return nil, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
 	}
-	return &proc{s: s, stdout: stdout, stderr: stderr, release: release}, nil
+	return newProc(s, stdout, stderr, release), nil
 }
 
 // run is remoteexec's RunFunc: a short command on its own session slot.
@@ -348,7 +354,7 @@ func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
 	defer s.Close()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	out, err := s.Output(remoteexec.ShellJoin(argv))
+	out, err := s.Output(commandLine(argv))
 	var ee *ssh.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return out, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
@@ -356,11 +362,33 @@ func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
 	return out, err
 }
 
-// proc is a command running in an SSH session.
+// commandLine is argv as the line the login shell runs. `sh -c SCRIPT
+// NAME ARGS...` becomes `set -- ARGS...` and SCRIPT itself: the login
+// shell (POSIX, as the package requires) runs the script without starting
+// another sh, one program less per command.
+func commandLine(argv []string) string {
+	if len(argv) >= 4 && argv[0] == "sh" && argv[1] == "-c" {
+		return "set -- " + remoteexec.ShellJoin(argv[4:]) + "\n" + argv[2]
+	}
+	return remoteexec.ShellJoin(argv)
+}
+
+// proc is a command running in an SSH session. Its session slot is given
+// back only once the server has confirmed the channel's close: a slot freed
+// earlier could make the next session exceed the server's MaxSessions.
 type proc struct {
 	s              *ssh.Session
 	stdout, stderr io.Reader
 	release        func()
+
+	once sync.Once
+	done chan struct{}
+	st   remoteexec.Status
+	err  error
+}
+
+func newProc(s *ssh.Session, stdout, stderr io.Reader, release func()) *proc {
+	return &proc{s: s, stdout: stdout, stderr: stderr, release: release, done: make(chan struct{})}
 }
 
 func (p *proc) Stdout() io.Reader { return p.stdout }
@@ -368,13 +396,29 @@ func (p *proc) Stderr() io.Reader { return p.stderr }
 
 func (p *proc) Close() error {
 	err := p.s.Close()
-	p.release()
+	p.waitOnce()
 	return err
 }
 
 func (p *proc) Wait() (remoteexec.Status, error) {
-	defer p.release()
-	err := p.s.Wait()
+	p.waitOnce()
+	<-p.done
+	return p.st, p.err
+}
+
+// waitOnce starts the one Session.Wait (a second would block forever).
+func (p *proc) waitOnce() {
+	p.once.Do(func() {
+		go func() {
+			p.st, p.err = exitStatus(p.s.Wait())
+			p.release()
+			close(p.done)
+		}()
+	})
+}
+
+// exitStatus reads Session.Wait's outcome.
+func exitStatus(err error) (remoteexec.Status, error) {
 	var ee *ssh.ExitError
 	switch {
 	case err == nil:

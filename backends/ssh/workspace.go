@@ -156,7 +156,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	}
 	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
 	s.Stderr = stderr
-	if err := s.Start(remoteexec.ShellJoin(argv)); err != nil {
+	if err := s.Start(commandLine(argv)); err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, err)
 	}
 	res, stopped, perr := rgjson.Collect(stdout, req, fileName)
@@ -164,7 +164,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		s.Close() // rg dies of SIGPIPE at its next write
 	}
 	io.Copy(io.Discard, stdout)
-	st, werr := (&proc{s: s, release: func() {}}).Wait()
+	st, werr := exitStatus(s.Wait())
 	if err := ctx.Err(); err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
 	}
