@@ -43,7 +43,8 @@ func TestSmoke(t *testing.T) {
 	}
 
 	want := append(append(append([]string{}, latencyOps...), loadRows()...), streamBase64)
-	for _, target := range []string{"local/in-process", "local/http"} {
+	wantRaw := append(append([]string{}, loadMix...), append(loadRows(), streamBase64)...)
+	for target, want := range map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": want} {
 		for _, name := range want {
 			r, ok := findRow(rep, name, target)
 			switch {
@@ -67,7 +68,7 @@ func TestSmoke(t *testing.T) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, s := range []string{"op.read-4k", "HTTP / in-process", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB"} {
+	for _, s := range []string{"op.read-4k", "http/in-process", "in-process/raw", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
@@ -90,9 +91,9 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Results) != len(rep.Rows) || len(doc.Ratios) != len(want) || len(doc.Targets) != len(goals()) {
+	if n := len(want) + len(wantRaw); len(doc.Results) != len(rep.Rows) || len(doc.Ratios) != n || len(doc.Targets) != len(goals()) {
 		t.Errorf("JSON report: %d results, %d ratios, %d targets; want %d, %d, %d",
-			len(doc.Results), len(doc.Ratios), len(doc.Targets), len(rep.Rows), len(want), len(goals()))
+			len(doc.Results), len(doc.Ratios), len(doc.Targets), len(rep.Rows), n, len(goals()))
 	}
 }
 
@@ -136,9 +137,13 @@ func TestOnlyAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Results) != 2 || doc.Results[0].Name != opStat || doc.Results[1].Name != opStat ||
-		doc.Results[0].Via != ViaInProcess || doc.Results[1].Via != ViaHTTP {
+	if len(doc.Results) != 3 || doc.Results[0].Via != ViaRaw || doc.Results[1].Via != ViaInProcess || doc.Results[2].Via != ViaHTTP {
 		t.Errorf("-only ^op\\.stat$: results %+v", doc.Results)
+	}
+	for _, r := range doc.Results {
+		if r.Name != opStat {
+			t.Errorf("-only ^op\\.stat$ ran %s on %s", r.Name, r.Target)
+		}
 	}
 }
 

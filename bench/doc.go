@@ -5,12 +5,19 @@
 // # Overview
 //
 // Run it with `make bench` (or `go run ./bench`). Each [Target] is one way
-// to reach a workspace: today the local backend called in-process (a
-// local workspace and a tools.Toolbox) and the local backend through HTTP
-// (`broker serve` started as a separate process on a free loopback port,
-// driven by the Go client in client/). Later backends add their own
-// targets, and raw baselines (a bare `docker exec`, a bare ssh session)
-// are targets that offer only the operations they can time.
+// to reach a workspace. For the local backend:
+//
+//   - local/raw: the floor, the same calls with plain os and os/exec on a
+//     directory (no confinement, no tools, no broker);
+//   - local/in-process: a local workspace and a tools.Toolbox called
+//     directly;
+//   - local/http: `broker serve` started as a separate process on a free
+//     loopback port with a fresh state directory, driven by the Go client
+//     in client/.
+//
+// Later backends add their own targets, and their raw baselines (a bare
+// `docker exec`, a bare ssh session) are targets that offer only the
+// operations they can time.
 //
 // The scenarios, each run once per target:
 //
@@ -23,9 +30,9 @@
 //
 // For every row the report gives p50, p90, p99, throughput, and the peak
 // RSS and CPU of the process doing the work (the broker process for HTTP
-// rows; the harness itself for in-process rows). HTTP/in-process ratios are
-// printed per backend, and the issue's targets are printed as PASS or
-// FAIL. Targets are never asserted in unit tests: machines are noisy.
+// rows; the harness itself for the others). Ratios are printed per
+// backend, HTTP/in-process and in-process/raw, and the issue's targets
+// are printed as PASS or FAIL. Targets are never asserted in unit tests: machines are noisy.
 //
 // # Flags
 //

@@ -113,30 +113,36 @@ func (rep *Report) allPass() bool {
 	return true
 }
 
-// Ratio compares a backend's HTTP row with its in-process row.
+// Ratio compares the rows of one name and backend reached two ways.
 type Ratio struct {
 	Row        string  `json:"row"`
 	Backend    string  `json:"backend"`
+	Of         string  `json:"of"` // e.g. "http/in-process"
 	P50        float64 `json:"p50"`
 	P99        float64 `json:"p99"`
 	Throughput float64 `json:"throughput"`
 }
 
-// ratios pairs every HTTP row with the in-process row of the same name
-// and backend: HTTP / in-process.
+// ratioPairs are the comparisons printed: what HTTP adds to the
+// backend, and what the backend adds to the raw calls.
+var ratioPairs = [][2]string{{ViaHTTP, ViaInProcess}, {ViaInProcess, ViaRaw}}
+
+// ratios pairs rows of the same name and backend, numerator first.
 func (rep *Report) ratios() []Ratio {
 	var out []Ratio
-	for _, h := range rep.Rows {
-		if h.Via != ViaHTTP {
-			continue
-		}
-		for _, in := range rep.Rows {
-			if in.Via != ViaInProcess || in.Name != h.Name || in.Backend != h.Backend {
+	for _, pair := range ratioPairs {
+		for _, a := range rep.Rows {
+			if a.Via != pair[0] {
 				continue
 			}
-			out = append(out, Ratio{Row: h.Name, Backend: h.Backend,
-				P50: div(float64(h.P50), float64(in.P50)), P99: div(float64(h.P99), float64(in.P99)),
-				Throughput: div(h.throughput(), in.throughput())})
+			for _, b := range rep.Rows {
+				if b.Via != pair[1] || b.Name != a.Name || b.Backend != a.Backend {
+					continue
+				}
+				out = append(out, Ratio{Row: a.Name, Backend: a.Backend, Of: pair[0] + "/" + pair[1],
+					P50: div(float64(a.P50), float64(b.P50)), P99: div(float64(a.P99), float64(b.P99)),
+					Throughput: div(a.throughput(), b.throughput())})
+			}
 		}
 	}
 	return out
@@ -183,14 +189,14 @@ func (rep *Report) WriteTable(w io.Writer) {
 			fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), tp, rss, fmt.Sprintf("%.2f", r.cores()), note)
 	}
 	t.write(w)
-	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on in-process rows.")
+	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on the others.")
 
 	if rs := rep.ratios(); len(rs) > 0 {
-		fmt.Fprintln(w, "\nHTTP / in-process")
-		t := &table{header: []string{"ROW", "BACKEND", "P50", "P99", "THROUGHPUT"},
-			right: []bool{false, false, true, true, true}}
+		fmt.Fprintln(w, "\nRatios")
+		t := &table{header: []string{"ROW", "BACKEND", "OF", "P50", "P99", "THROUGHPUT"},
+			right: []bool{false, false, false, true, true, true}}
 		for _, r := range rs {
-			t.add(r.Row, r.Backend, fmt.Sprintf("%.1fx", r.P50), fmt.Sprintf("%.1fx", r.P99), fmt.Sprintf("%.2fx", r.Throughput))
+			t.add(r.Row, r.Backend, r.Of, fmt.Sprintf("%.1fx", r.P50), fmt.Sprintf("%.1fx", r.P99), fmt.Sprintf("%.2fx", r.Throughput))
 		}
 		t.write(w)
 	}

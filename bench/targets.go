@@ -57,7 +57,7 @@ type Client map[string]Op
 
 // targets lists every target of a run, in table order.
 func targets() []Target {
-	return []Target{localInProcess(), localHTTP()}
+	return []Target{localRaw(), localInProcess(), localHTTP()}
 }
 
 // localInProcess calls a local workspace and a tools.Toolbox directly.
