@@ -247,6 +247,6 @@ func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Resu
 		Stats: st,
 		Usage: proc.Stop(),
 		MBps:  out / 1e6 / st.Elapsed.Seconds(),
-		Note:  fmt.Sprintf("head -c %s /dev/zero | base64, bash tool, streamed", formatBytes(cfg.StreamBytes)),
+		Note:  fmt.Sprintf("head -c %s /dev/zero | base64", formatBytes(cfg.StreamBytes)),
 	}}, nil
 }
