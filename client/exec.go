@@ -1,8 +1,10 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,10 +75,11 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	defer resp.Body.Close()
 	sc.began()
 
-	dec := json.NewDecoder(resp.Body)
+	lines := newLineReader(resp.Body)
+	var out []byte // decoded output, reused
 	for {
-		var line execLine
-		if err := dec.Decode(&line); err != nil {
+		raw, err := lines.next()
+		if err != nil {
 			if ctx.Err() != nil {
 				return canceledResult(ctx, start), nil
 			}
@@ -85,6 +88,16 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 			}
 			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
 				fmt.Errorf("exec stream ended without an exit line: %w", err))
+		}
+		var line execLine
+		if data, ok := fastOutput(raw, &out); ok {
+			line = execLine{Type: "output", Data: data}
+		} else if err := json.Unmarshal(raw, &line); err != nil {
+			if ctx.Err() != nil {
+				return canceledResult(ctx, start), nil
+			}
+			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
+				fmt.Errorf("malformed exec stream line: %w", err))
 		}
 		switch line.Type {
 		case "output":
@@ -102,6 +115,83 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 			return opsapi.ExecResult{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
 		default:
 			// Unknown line types are future extensions; skip them.
+		}
+	}
+}
+
+// The exact form of an output line as the broker writes it. Output is
+// nearly all of an exec stream's bytes, so such lines skip the JSON
+// decoder (which scans every byte twice) and go straight to base64.
+var (
+	outputPrefix = []byte(`{"type":"output","data":"`)
+	outputSuffix = []byte(`"}`)
+)
+
+// fastOutput decodes raw when it is an output line in the broker's exact
+// form, into *buf (grown as needed); ok is false for anything else, which
+// the JSON decoder then handles.
+func fastOutput(raw []byte, buf *[]byte) (data []byte, ok bool) {
+	if !bytes.HasPrefix(raw, outputPrefix) || !bytes.HasSuffix(raw, outputSuffix) ||
+		len(raw) < len(outputPrefix)+len(outputSuffix) {
+		return nil, false
+	}
+	enc := raw[len(outputPrefix) : len(raw)-len(outputSuffix)]
+	if bytes.IndexByte(enc, '\\') >= 0 || bytes.IndexByte(enc, '"') >= 0 {
+		return nil, false // JSON escapes: leave it to the decoder
+	}
+	n := base64.StdEncoding.DecodedLen(len(enc))
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode((*buf)[:n], enc)
+	if err != nil {
+		return nil, false
+	}
+	return (*buf)[:n], true
+}
+
+// maxStreamLine bounds one NDJSON line, so a broken or hostile peer cannot
+// make the client buffer without limit; the broker's lines stay under
+// 64 KiB.
+const maxStreamLine = 16 << 20
+
+// lineReader splits an NDJSON stream into lines without their newline,
+// skipping empty ones.
+type lineReader struct {
+	br   *bufio.Reader
+	long []byte
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line; it is valid until the following call. At the
+// end of the stream it returns io.EOF (a last line without a newline is
+// still returned first).
+func (l *lineReader) next() ([]byte, error) {
+	for {
+		line, err := l.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			l.long = append(l.long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				if len(l.long) > maxStreamLine {
+					return nil, fmt.Errorf("stream line longer than %d bytes", maxStreamLine)
+				}
+				line, err = l.br.ReadSlice('\n')
+				l.long = append(l.long, line...)
+			}
+			line = l.long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err // a broken stream: a partial line is no line
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 }
