@@ -63,7 +63,12 @@ func (c *CLI) tool(ctx context.Context, args []string) error {
 		}
 		printContent(out, res.Content)
 	}
-	if res.IsError {
+	switch {
+	case ctx.Err() != nil:
+		// Interrupted: the broker stopped the tool and sent its result
+		// ("Command aborted" for bash), printed above.
+		return &exitError{code: exitInterrupted}
+	case res.IsError:
 		return &exitError{code: exitFail}
 	}
 	return nil

@@ -374,3 +374,39 @@ func TestOpenStreamsAndStopsOnCancel(t *testing.T) {
 		t.Fatalf("reading after cancel: %v, want ErrCanceled", err)
 	}
 }
+
+// Cancelling a tool call stops it on the broker, and the broker's own
+// result (pi's "Command aborted" after the output so far) still arrives,
+// streamed or not.
+func TestCallToolCancelGetsTheAbortedResult(t *testing.T) {
+	c, _ := startBroker(t, broker.Config{})
+	for _, streamed := range []bool{false, true} {
+		ws := newWorkspace(t, c)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			defer cancel()
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := ws.Stat(context.Background(), "started"); err == nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		var onUpdate tools.UpdateFunc
+		if streamed {
+			onUpdate = func(tools.Result) {}
+		}
+		start := time.Now()
+		res, err := ws.CallTool(ctx, "bash", json.RawMessage(`{"command":"echo before; touch started; sleep 60"}`), onUpdate)
+		if err != nil {
+			t.Fatalf("streamed=%v: %v", streamed, err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Fatalf("streamed=%v: returned after %v, the command was not stopped", streamed, d)
+		}
+		if !res.IsError || len(res.Content) != 1 || res.Content[0].Text != "before\n\n\nCommand aborted" {
+			t.Fatalf("streamed=%v: result %+v, want pi's aborted text after the output", streamed, res)
+		}
+	}
+}

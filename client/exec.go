@@ -73,7 +73,6 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, err
 	}
 	defer resp.Body.Close()
-	sc.began()
 
 	lines := newLineReader(resp.Body)
 	var out []byte // decoded output, reused

@@ -15,22 +15,22 @@ const streamAbortGrace = 15 * time.Second
 
 // streamCancel lets a streaming call (exec, a streamed tool call) be
 // canceled without losing its end. The request runs on a context that
-// outlives the caller's; when the caller's context ends after the response
-// has begun, the connection's write side is closed. The broker reads
+// outlives the caller's; when the caller's context ends after the request
+// has been written in full, the connection's write side is closed. The broker reads
 // that as the client going away, cancels the call (killing the command's
 // tree) and still sends what it produced up to the end, including the
 // final line with the real result, over the half that stays open.
-// Before the response has begun, or when the connection cannot be
+// Before the request is written, or when the connection cannot be
 // half-closed (HTTP/2), the request is simply canceled.
 type streamCancel struct {
 	hardAbort context.CancelFunc
 	stopWatch func() bool
 
-	mu        sync.Mutex
-	conn      net.Conn
-	responded bool
-	done      bool
-	timer     *time.Timer
+	mu      sync.Mutex
+	conn    net.Conn
+	written bool // the whole request is on the wire: the transport writes no more
+	done    bool
+	timer   *time.Timer
 }
 
 // newStreamCancel returns the context to send the request with.
@@ -43,17 +43,14 @@ func newStreamCancel(ctx context.Context) (context.Context, *streamCancel) {
 			sc.conn = info.Conn
 			sc.mu.Unlock()
 		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			sc.mu.Lock()
+			sc.written = info.Err == nil
+			sc.mu.Unlock()
+		},
 	})
 	sc.stopWatch = context.AfterFunc(ctx, sc.cancel)
 	return reqCtx, sc
-}
-
-// began records that the response headers arrived: from now on a cancel
-// half-closes instead of dropping the stream.
-func (sc *streamCancel) began() {
-	sc.mu.Lock()
-	sc.responded = true
-	sc.mu.Unlock()
 }
 
 func (sc *streamCancel) cancel() {
@@ -62,7 +59,7 @@ func (sc *streamCancel) cancel() {
 	if sc.done {
 		return
 	}
-	if sc.responded && canHalfClose(sc.conn) {
+	if sc.written && canHalfClose(sc.conn) {
 		if err := sc.conn.(interface{ CloseWrite() error }).CloseWrite(); err == nil {
 			sc.timer = time.AfterFunc(streamAbortGrace, sc.hardAbort)
 			return

@@ -51,7 +51,6 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 		return tools.Result{}, err
 	}
 	defer resp.Body.Close()
-	sc.began()
 	dec := json.NewDecoder(resp.Body)
 	if onUpdate == nil {
 		var res tools.Result

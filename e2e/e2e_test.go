@@ -538,11 +538,27 @@ func rawHTTP(t *testing.T, b *broker, ws, token string) {
 	}
 }
 
-// interruptExec sends SIGINT to `broker exec` (a Ctrl-C) and checks that
-// the remote command is killed.
+// interruptExec sends SIGINT to `broker exec` and to `broker tool ...
+// bash` (a Ctrl-C) and checks that the remote command is killed.
 func interruptExec(t *testing.T, b *broker, ws string) {
 	mark := marker()
-	cmd := exec.Command(binary, "exec", ws, "--", "echo running; sleep "+mark)
+	stdout, stderr := interrupt(t, b, mark, "exec", ws, "--", "echo running; sleep "+mark)
+	if !strings.Contains(stdout, "running") || !strings.Contains(stderr, "interrupted") {
+		t.Errorf("exec: stdout %q, stderr %q", stdout, stderr)
+	}
+	mark = marker()
+	_, stderr = interrupt(t, b, mark, "tool", ws, "bash", `{"command":"echo running; sleep `+mark+`"}`)
+	// The broker's own aborted result, with the output so far.
+	if !strings.Contains(stderr, "running") || !strings.Contains(stderr, "Command aborted") {
+		t.Errorf("tool: stderr %q, want the output so far and Command aborted", stderr)
+	}
+}
+
+// interrupt runs the CLI with args until `sleep mark` runs remotely, sends
+// it SIGINT, and checks exit status 130 and that the sleep is gone.
+func interrupt(t *testing.T, b *broker, mark string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	cmd.Env = b.env()
 	var out, errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -551,25 +567,26 @@ func interruptExec(t *testing.T, b *broker, ws string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	if !waitFor(10*time.Second, func() bool { return len(sleepers(mark)) == 1 && strings.Contains(out.String(), "running") }) {
+	if !waitFor(10*time.Second, func() bool { return len(sleepers(mark)) == 1 }) {
 		_ = cmd.Process.Kill()
-		t.Fatalf("remote sleep did not start; stdout %q stderr %q", out.String(), errb.String())
+		t.Fatalf("%q: remote sleep did not start; stdout %q stderr %q", args, out.String(), errb.String())
 	}
 	_ = cmd.Process.Signal(os.Interrupt)
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatal("broker exec did not exit within 10s of SIGINT")
+		t.Fatalf("%q did not exit within 20s of SIGINT", args)
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("broker exec after SIGINT: %v, want exit status 130 (stderr %q)", err, errb.String())
+		t.Fatalf("%q after SIGINT: %v, want exit status 130 (stderr %q)", args, err, errb.String())
 	}
 	if !waitFor(10*time.Second, func() bool { return len(sleepers(mark)) == 0 }) {
-		t.Fatalf("remote sleep %s survived the interrupt: pids %v", mark, sleepers(mark))
+		t.Fatalf("%q: remote sleep %s survived the interrupt: pids %v", args, mark, sleepers(mark))
 	}
+	return out.String(), errb.String()
 }
 
 // gracefulShutdown sends SIGTERM to the broker while a command runs and
