@@ -80,9 +80,9 @@ func printContent(w io.Writer, content []tools.Content) {
 	for _, b := range content {
 		switch b.Type {
 		case "text":
-			io.WriteString(w, b.Text)
+			_, _ = io.WriteString(w, b.Text)
 			if !strings.HasSuffix(b.Text, "\n") {
-				io.WriteString(w, "\n")
+				_, _ = io.WriteString(w, "\n")
 			}
 		case "image":
 			fmt.Fprintf(w, "[image %s, %d bytes]\n", b.MimeType, base64.StdEncoding.DecodedLen(len(b.Data)))

@@ -18,11 +18,18 @@ func response(status int, contentType, body string) *http.Response {
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}
 }
 
+// toNative runs ToNative on a response made of status, content type and body.
+func toNative(status int, contentType, body string) error {
+	resp := response(status, contentType, body)
+	defer resp.Body.Close()
+	return ToNative(resp)
+}
+
 func TestToNativeMapsEveryCode(t *testing.T) {
 	for _, kind := range opsapi.Kinds {
 		code := opsapi.Code(kind)
 		body := `{"type":"https://wsbroker.dev/problems/` + code + `","title":"x","status":400,"detail":"op p: boom","code":"` + code + `"}`
-		err := ToNative(response(400, "application/problem+json", body))
+		err := toNative(400, "application/problem+json", body)
 		if !errors.Is(err, kind) {
 			t.Errorf("code %q: errors.Is(%v, %v) = false", code, err, kind)
 		}
@@ -52,7 +59,7 @@ func TestToNativeBrokerCodes(t *testing.T) {
 		{413, "text/plain", `too big`, opsapi.ErrTooLarge},
 	}
 	for _, c := range cases {
-		err := ToNative(response(c.status, c.contentType, c.body))
+		err := toNative(c.status, c.contentType, c.body)
 		if err == nil {
 			t.Fatalf("%d %s: nil error", c.status, c.body)
 		}
@@ -61,19 +68,19 @@ func TestToNativeBrokerCodes(t *testing.T) {
 			t.Errorf("%d %s: kind %v, want %v (err %v)", c.status, c.body, got, c.want, err)
 		}
 	}
-	if !IsUnauthorized(ToNative(response(401, "application/problem+json", `{"status":401,"code":"unauthorized"}`))) {
+	if !IsUnauthorized(toNative(401, "application/problem+json", `{"status":401,"code":"unauthorized"}`)) {
 		t.Error("IsUnauthorized missed a 401")
 	}
 }
 
 func TestToNativeSuccessIsNil(t *testing.T) {
-	if err := ToNative(response(204, "", "")); err != nil {
+	if err := toNative(204, "", ""); err != nil {
 		t.Fatalf("204: %v", err)
 	}
 }
 
 func TestProblemMessageIsDetail(t *testing.T) {
-	err := ToNative(response(404, "application/problem+json", `{"status":404,"code":"not_exist","detail":"local.Open a.txt: no such file or directory"}`))
+	err := toNative(404, "application/problem+json", `{"status":404,"code":"not_exist","detail":"local.Open a.txt: no such file or directory"}`)
 	if got, want := err.Error(), "broker: local.Open a.txt: no such file or directory"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}

@@ -32,7 +32,7 @@ func TestFastOutputAgreesWithJSON(t *testing.T) {
 	}
 	for _, raw := range []string{
 		`{"type":"output","data":"YWJj\u002b"}`, // an escape: the decoder's job
-		`{"data":"YWJj","type":"output"}`,        // another field order
+		`{"data":"YWJj","type":"output"}`,       // another field order
 		`{"type":"output","data":"not base64!"}`,
 		`{"type":"exit","exitCode":0}`,
 		`{"type":"output","data":"`,

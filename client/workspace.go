@@ -101,7 +101,7 @@ func (w *Workspace) Open(ctx context.Context, path string) (io.ReadCloser, error
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/octet-stream")
-	resp, err := w.c.send(req)
+	resp, err := w.c.send(req) //nolint:bodyclose // the caller closes it through the returned reader
 	if err != nil {
 		return nil, err
 	}

@@ -66,11 +66,11 @@ func (l *lockedBuffer) String() string {
 
 // broker is a running `broker serve`.
 type broker struct {
-	cmd    *exec.Cmd
-	url    string
-	state  string
-	home   string
-	stderr *lockedBuffer
+	cmd     *exec.Cmd
+	url     string
+	state   string
+	home    string
+	stderr  *lockedBuffer
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // Wait's result, set before done is closed
 }
@@ -419,8 +419,14 @@ func cliExec(t *testing.T, b *broker, ws string) {
 	}
 }
 
+// reply is a whole HTTP response, its body read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // request sends one raw HTTP request, as curl would.
-func request(t *testing.T, method, url, token, contentType string, body io.Reader) (*http.Response, []byte) {
+func request(t *testing.T, method, url, token, contentType string, body io.Reader) (reply, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -441,7 +447,7 @@ func request(t *testing.T, method, url, token, contentType string, body io.Reade
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, data
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, data
 }
 
 func rawHTTP(t *testing.T, b *broker, ws, token string) {
@@ -633,7 +639,8 @@ func gracefulShutdown(t *testing.T, b *broker) string {
 		t.Fatal("broker exec still running 10s after the broker stopped")
 	}
 	// Nothing answers any more.
-	if _, err := http.Get(b.url + "/healthz"); err == nil {
+	if resp, err := http.Get(b.url + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Fatal("the broker's port still answers after shutdown")
 	}
 	return ws
