@@ -50,13 +50,20 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	res, err := cl.Workspace(id).Exec(ctx, opsapi.ExecRequest{
 		Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout,
 	})
+	if ctx.Err() != nil {
+		fmt.Fprintln(c.Stderr, "broker exec: interrupted; the command was killed")
+		return &exitError{code: exitInterrupted}
+	}
 	if err != nil {
 		return explain(err)
 	}
 	switch {
 	case res.Canceled:
-		fmt.Fprintln(c.Stderr, "broker exec: interrupted; the command was killed")
-		return &exitError{code: exitInterrupted}
+		// Not us: the broker ended it (shutdown, workspace deleted).
+		fmt.Fprintln(c.Stderr, "broker exec: the broker stopped the command")
+		if res.ExitCode == 0 {
+			return &exitError{code: exitFail}
+		}
 	case res.TimedOut:
 		fmt.Fprintf(c.Stderr, "broker exec: command timed out after %s and was killed\n", *timeout)
 	case res.OOMKilled:

@@ -76,6 +76,8 @@ func (w *Workspace) WriteFile(ctx context.Context, path string, r io.Reader) err
 	return nil
 }
 
+var errUploadOver = errors.New("upload answered before its body was sent")
+
 // upload is WriteFile's request body: the caller's reader, plus the
 // abort protocol.
 type upload struct {
@@ -103,6 +105,13 @@ func (u *upload) setConn(c net.Conn) {
 func (u *upload) Read(p []byte) (int, error) {
 	if u.failed.Load() {
 		return 0, u.abortFromRead()
+	}
+	select {
+	case <-u.done:
+		// The broker answered early (413, say) and WriteFile has returned:
+		// the caller's reader is theirs again.
+		return 0, errUploadOver
+	default:
 	}
 	u.mu.Lock()
 	u.reading = true

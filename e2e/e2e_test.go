@@ -634,6 +634,9 @@ func gracefulShutdown(t *testing.T, b *broker) string {
 		if err == nil {
 			t.Fatal("broker exec exited 0 although the broker went away mid-command")
 		}
+		if !strings.Contains(errb.String(), "the broker stopped the command") {
+			t.Errorf("broker exec during shutdown: %v, stderr %q; want it to say the broker stopped it", err, errb.String())
+		}
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("broker exec still running 10s after the broker stopped")
