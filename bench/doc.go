@@ -24,7 +24,12 @@
 //   - op.* and tool.*: every operation and every tool, one caller at a
 //     time (latency).
 //   - load.mixed: many concurrent clients (default 256) issuing a mix of
-//     read, write, stat, ls, bash `true` and grep for -duration.
+//     read, write, stat, ls, bash `true` and grep for -duration. Each
+//     client is paced at -rate calls per second (default 1: an agent's
+//     tool calls are separated by model turns, so one a second is a busy
+//     agent), and latency counts from each call's scheduled start, so
+//     queueing in an overloaded broker shows. -rate 0 makes the clients
+//     call back to back and measures saturation instead.
 //   - stream.base64: `head -c 1G /dev/zero | base64` through the bash
 //     tool (streaming output, bounded broker memory).
 //

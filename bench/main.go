@@ -28,7 +28,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of load.mixed")
 	fs.DurationVar(&cfg.OpTime, "op-time", cfg.OpTime, "time spent on each latency row per target")
 	fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients of load.mixed")
-	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "calls per second of each load.mixed client; 0 = back to back")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "calls per second of each load.mixed client (paced, open loop); 0 = back to back")
 	fs.Int64Var(&cfg.StreamBytes, "stream-bytes", cfg.StreamBytes, "bytes of zeros piped through base64 in stream.base64")
 	fs.IntVar(&cfg.StreamRuns, "stream-runs", cfg.StreamRuns, "repetitions of stream.base64")
 	fs.StringVar(&cfg.Only, "only", "", "run only the rows whose name matches this regexp (e.g. 'op\\.|load')")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -189,6 +190,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), tp, rss, fmt.Sprintf("%.2f", r.cores()), note)
 	}
 	t.write(w)
+	fmt.Fprintf(w, "%d CPUs, 1-minute load average %s at the start, %s at the end.\n", runtime.NumCPU(), rep.LoadAvg[0], rep.LoadAvg[1])
 	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on the others.")
 
 	if rs := rep.ratios(); len(rs) > 0 {
@@ -329,6 +331,7 @@ func (rep *Report) WriteJSON(path string) error {
 	cfg := rep.Config
 	doc := map[string]any{
 		"started": rep.Started.UTC().Format(time.RFC3339),
+		"loadAvg": map[string]string{"start": rep.LoadAvg[0], "end": rep.LoadAvg[1]},
 		"runtime": runtimeInfo(),
 		"config": map[string]any{
 			"duration": cfg.Duration.String(), "opTime": cfg.OpTime.String(), "clients": cfg.Clients,

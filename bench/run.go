@@ -38,7 +38,7 @@ func defaultConfig() Config {
 		Duration:       30 * time.Second,
 		OpTime:         2 * time.Second,
 		Clients:        256,
-		Rate:           10,
+		Rate:           1,
 		StreamBytes:    1 << 30,
 		StreamRuns:     1,
 		BrokerLogLevel: "info",
@@ -131,7 +131,10 @@ type Row struct {
 
 // Report is everything a run measured.
 type Report struct {
-	Started  time.Time
+	Started time.Time
+	// LoadAvg is /proc/loadavg's 1-minute figure at the start and the end:
+	// on a shared machine it says how much of the CPU the run had.
+	LoadAvg  [2]string
 	Config   Config
 	Rows     []Row
 	Failures []string
@@ -152,6 +155,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 	defer os.RemoveAll(tmp)
 	env := &Env{Config: cfg, Logger: logger, TempDir: tmp}
 	rep := &Report{Started: time.Now(), Config: cfg}
+	rep.LoadAvg[0] = loadAvg()
+	defer func() { rep.LoadAvg[1] = loadAvg() }()
 	for _, sc := range scenarios() {
 		var rows []string
 		for _, r := range sc.Rows(cfg) {
@@ -197,6 +202,15 @@ func runOn(ctx context.Context, env *Env, sc Scenario, t Target, rows []string) 
 		err = errors.Join(err, fmt.Errorf("close: %w", cerr))
 	}
 	return res, err
+}
+
+// loadAvg returns the 1-minute load average, "" when unknown.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // runtimeInfo describes the machine for the report.
