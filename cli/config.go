@@ -25,21 +25,21 @@ type serveConfig struct {
 	Listen string `yaml:"listen"`
 	// StateDir holds the token and the workspaces (BROKER_STATE_DIR,
 	// --state-dir).
-	StateDir string `yaml:"state_dir"`
+	StateDir string `yaml:"stateDir"`
 	// TokenFile holds the bearer token; created with a random token when
 	// missing (BROKER_TOKEN_FILE, --token-file; default <state_dir>/token).
-	TokenFile string `yaml:"token_file"`
+	TokenFile string `yaml:"tokenFile"`
 	// LogLevel is debug, info, warn or error (BROKER_LOG_LEVEL, --log-level).
-	LogLevel string `yaml:"log_level"`
+	LogLevel string `yaml:"logLevel"`
 	// ShutdownGrace is how long in-flight requests may finish after
 	// SIGINT/SIGTERM (BROKER_SHUTDOWN_GRACE, --shutdown-grace).
-	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	ShutdownGrace time.Duration `yaml:"shutdownGrace"`
 	// MaxUploadBytes bounds one file upload (BROKER_MAX_UPLOAD_BYTES,
 	// --max-upload-bytes).
-	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
+	MaxUploadBytes int64 `yaml:"maxUploadBytes"`
 	// Local configures the local backend (its own YAML keys: killGrace,
 	// drainIdle, maxDrain, shell, rgPath); its stateDir defaults to
-	// <state_dir>/local.
+	// <stateDir>/local.
 	Local local.Config `yaml:"local"`
 }
 

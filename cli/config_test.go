@@ -17,7 +17,7 @@ func envMap(m map[string]string) func(string) string {
 func TestServeConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "broker.yaml")
-	yaml := "listen: 127.0.0.1:1111\nstate_dir: /from/file\nlog_level: warn\nshutdown_grace: 3s\nmax_upload_bytes: 1024\nlocal:\n  killGrace: 500ms\n"
+	yaml := "listen: 127.0.0.1:1111\nstateDir: /from/file\nlogLevel: warn\nshutdownGrace: 3s\nmaxUploadBytes: 1024\nlocal:\n  killGrace: 500ms\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -151,5 +151,30 @@ func TestEmptyTokenFileIsAnError(t *testing.T) {
 	}
 	if _, _, err := ensureToken(path); err == nil {
 		t.Fatal("an empty token file was accepted")
+	}
+}
+
+// The example in the package documentation must load.
+func TestDocumentedConfigExampleLoads(t *testing.T) {
+	const example = `listen: 127.0.0.1:8722
+stateDir: /var/lib/wsbroker
+tokenFile: /etc/wsbroker/token   # default <stateDir>/token
+logLevel: info                   # debug, info, warn, error
+shutdownGrace: 10s
+maxUploadBytes: 268435456
+local:                           # the local backend (package local's Config)
+  killGrace: 2s
+  shell: /bin/bash
+`
+	path := filepath.Join(t.TempDir(), "broker.yaml")
+	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfg serveConfig
+	if err := loadConfigFile(path, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateDir != "/var/lib/wsbroker" || cfg.Local.KillGrace != 2*time.Second || cfg.Local.Shell != "/bin/bash" || cfg.MaxUploadBytes != 256<<20 {
+		t.Fatalf("loaded %+v", cfg)
 	}
 }

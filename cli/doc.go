@@ -24,6 +24,21 @@
 // first start writes a random token to <state>/token (mode 0600) and
 // prints it once to stderr. Logs are JSON lines (log/slog) on stderr.
 //
+// A config file holds any of these keys (unknown keys are errors):
+//
+//	listen: 127.0.0.1:8722
+//	stateDir: /var/lib/wsbroker
+//	tokenFile: /etc/wsbroker/token   # default <stateDir>/token
+//	logLevel: info                   # debug, info, warn, error
+//	shutdownGrace: 10s
+//	maxUploadBytes: 268435456
+//	local:                           # the local backend (package local's Config)
+//	  killGrace: 2s
+//	  shell: /bin/bash
+//
+// SIGINT or SIGTERM stops serve gracefully: it stops accepting, kills
+// running commands, and gives other requests shutdownGrace to finish.
+//
 // The client subcommands find the broker through BROKER_URL (default
 // http://127.0.0.1:8722) and authenticate with BROKER_TOKEN, or else with
 // the token file serve wrote (BROKER_TOKEN_FILE, or <state>/token).
