@@ -1,0 +1,345 @@
+package docker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/docker/go-units"
+)
+
+// Config configures the docker backend. Zero fields take the defaults of
+// NewConfig when the backend is built, so Config{} is a complete, secure
+// configuration. Every risky ability is a field that is off when zero
+// (WritableRootfs, AllowNewPrivileges, CapAdd, SeccompProfile), never one
+// that must be remembered to turn on.
+type Config struct {
+	// Host is the engine's address: "unix:///var/run/docker.sock"
+	// (default) or "tcp://host:2376". DOCKER_HOST is not read: the broker
+	// talks to the engine its configuration names.
+	Host string `json:"host" yaml:"host"`
+	// DefaultImage is the image of a workspace whose create request names
+	// none. Images are never pulled: it must be present on the engine.
+	// Default "wsbroker/workspace:current" (images/workspace).
+	DefaultImage string `json:"defaultImage" yaml:"defaultImage"`
+	// AllowedImages are the images a create request may name, as
+	// path.Match patterns ("wsbroker/*", or "*" for any local image);
+	// DefaultImage is always allowed. Default none: a request can only
+	// have the default image.
+	AllowedImages []string `json:"allowedImages" yaml:"allowedImages"`
+	// User runs the container's processes, "uid:gid" or a name the image
+	// knows. Default "1000:1000", the workspace image's agent user.
+	User string `json:"user" yaml:"user"`
+	// Memory is the container's memory limit (swap included: no swap),
+	// "2GiB" or bytes; /tmp's tmpfs counts against it. A create request
+	// may ask for less, never more. Default 2 GiB.
+	Memory ByteSize `json:"memory" yaml:"memory"`
+	// CPUs is the container's CPU quota in cores (1.5 = one and a half).
+	// A request may ask for less. Default 1.
+	CPUs float64 `json:"cpus" yaml:"cpus"`
+	// Pids limits the container's processes and threads, zombies
+	// included, so a fork bomb stops there. A request may ask for less.
+	// Default 4096.
+	Pids int64 `json:"pids" yaml:"pids"`
+	// TmpfsSize bounds the tmpfs mounted at /tmp (the root filesystem is
+	// read-only). Default 256 MiB.
+	TmpfsSize ByteSize `json:"tmpfsSize" yaml:"tmpfsSize"`
+	// Network is the container's network mode. Default "none": no network
+	// at all. Any other value ("bridge", a user network) is logged at
+	// start.
+	Network string `json:"network" yaml:"network"`
+	// AllowedNetworks are the network modes a create request may name;
+	// Network is always allowed. Default none.
+	AllowedNetworks []string `json:"allowedNetworks" yaml:"allowedNetworks"`
+	// WritableRootfs mounts the image's root filesystem read-write. Off:
+	// only the workspace volume and /tmp are writable.
+	WritableRootfs bool `json:"writableRootfs" yaml:"writableRootfs"`
+	// AllowNewPrivileges lets setuid binaries and file capabilities raise
+	// privileges. Off: no-new-privileges is set.
+	AllowNewPrivileges bool `json:"allowNewPrivileges" yaml:"allowNewPrivileges"`
+	// CapAdd are capabilities given back after all are dropped
+	// ("CHOWN"). Default none.
+	CapAdd []string `json:"capAdd" yaml:"capAdd"`
+	// SeccompProfile is empty for the engine's default profile, a path to
+	// a JSON profile, or "unconfined" (logged loudly).
+	SeccompProfile string `json:"seccompProfile" yaml:"seccompProfile"`
+	// WorkspaceDir is where the workspace volume is mounted, the root of
+	// every workspace. The image should own it by User (the volume copies
+	// the image's directory, ownership included). Default "/workspace".
+	WorkspaceDir string `json:"workspaceDir" yaml:"workspaceDir"`
+	// Command is the container's main process, which only has to live:
+	// docker-init runs it as its child and reaps every orphan. Default
+	// ["sleep", "infinity"].
+	Command []string `json:"command" yaml:"command"`
+	// IdleTTL removes a workspace (container and volume) that no call has
+	// used for this long; a running command counts as use. Zero: never.
+	IdleTTL time.Duration `json:"idleTTL" yaml:"idleTTL"`
+	// SFTPServer chooses the SFTP server that serves file operations
+	// inside the container: "auto" (default: the image's, found at one of
+	// ImageSFTPServers, else the injected binary), "image" (only the
+	// image's; nothing is mounted), "inject" (only the broker's own).
+	SFTPServer string `json:"sftpServer" yaml:"sftpServer"`
+	// SFTPServerBinary is the broker's static SFTP server
+	// (cmd/wsb-sftp-server) on the engine's host, bind-mounted read-only
+	// into every new container. Empty: wsb-sftp-server beside the broker's
+	// executable, then on PATH; when none is found, "auto" works only for
+	// images that ship a server.
+	SFTPServerBinary string `json:"sftpServerBinary" yaml:"sftpServerBinary"`
+	// ImageSFTPServers are where an image's own server is looked for, in
+	// order. Default: the Debian, Red Hat and Alpine paths of OpenSSH's.
+	ImageSFTPServers []string `json:"imageSFTPServers" yaml:"imageSFTPServers"`
+	// KillGrace, DrainIdle and MaxDrain are as in package remoteexec:
+	// defaults 2s, 100ms, 5s.
+	KillGrace time.Duration `json:"killGrace" yaml:"killGrace"`
+	DrainIdle time.Duration `json:"drainIdle" yaml:"drainIdle"`
+	MaxDrain  time.Duration `json:"maxDrain" yaml:"maxDrain"`
+	// Shell runs every command as `Shell -c <command>` in the container.
+	// Default /bin/bash.
+	Shell string `json:"shell" yaml:"shell"`
+	// RgPath is ripgrep in the container, a path or a name on its PATH.
+	// Default "rg".
+	RgPath string `json:"rgPath" yaml:"rgPath"`
+}
+
+// Defaults.
+const (
+	DefaultHost         = "unix:///var/run/docker.sock"
+	DefaultImage        = "wsbroker/workspace:current"
+	DefaultUser         = "1000:1000"
+	DefaultMemory       = ByteSize(2 << 30)
+	DefaultCPUs         = 1.0
+	DefaultPids         = 4096
+	DefaultTmpfsSize    = ByteSize(256 << 20)
+	DefaultNetwork      = "none"
+	DefaultWorkspaceDir = "/workspace"
+	DefaultSFTPServer   = SFTPAuto
+	DefaultKillGrace    = 2 * time.Second
+	DefaultDrainIdle    = 100 * time.Millisecond
+	DefaultMaxDrain     = 5 * time.Second
+	DefaultShell        = "/bin/bash"
+	DefaultRgPath       = "rg"
+)
+
+// SFTP server modes.
+const (
+	SFTPAuto   = "auto"
+	SFTPImage  = "image"
+	SFTPInject = "inject"
+)
+
+// SFTPServerName is the broker's SFTP server binary, looked for beside the
+// broker's executable and on PATH.
+const SFTPServerName = "wsb-sftp-server"
+
+// DefaultCommand is the container's main process.
+var DefaultCommand = []string{"sleep", "infinity"}
+
+// DefaultImageSFTPServers are where images keep OpenSSH's sftp-server.
+var DefaultImageSFTPServers = []string{
+	"/usr/lib/openssh/sftp-server",    // Debian, Ubuntu
+	"/usr/libexec/openssh/sftp-server", // Fedora, RHEL
+	"/usr/lib/ssh/sftp-server",        // Alpine, Arch
+}
+
+// Minimums the engine itself enforces or below which nothing runs.
+const (
+	minMemory = 6 << 20
+	minPids   = 8
+)
+
+// NewConfig returns a configuration with every default set.
+func NewConfig() Config {
+	return Config{
+		Host:             DefaultHost,
+		DefaultImage:     DefaultImage,
+		User:             DefaultUser,
+		Memory:           DefaultMemory,
+		CPUs:             DefaultCPUs,
+		Pids:             DefaultPids,
+		TmpfsSize:        DefaultTmpfsSize,
+		Network:          DefaultNetwork,
+		WorkspaceDir:     DefaultWorkspaceDir,
+		Command:          append([]string(nil), DefaultCommand...),
+		SFTPServer:       DefaultSFTPServer,
+		ImageSFTPServers: append([]string(nil), DefaultImageSFTPServers...),
+		KillGrace:        DefaultKillGrace,
+		DrainIdle:        DefaultDrainIdle,
+		MaxDrain:         DefaultMaxDrain,
+		Shell:            DefaultShell,
+		RgPath:           DefaultRgPath,
+	}
+}
+
+// withDefaults fills the zero fields from NewConfig.
+func (c Config) withDefaults() Config {
+	d := NewConfig()
+	str := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	str(&c.Host, d.Host)
+	str(&c.DefaultImage, d.DefaultImage)
+	str(&c.User, d.User)
+	str(&c.Network, d.Network)
+	str(&c.WorkspaceDir, d.WorkspaceDir)
+	str(&c.SFTPServer, d.SFTPServer)
+	str(&c.Shell, d.Shell)
+	str(&c.RgPath, d.RgPath)
+	if c.Memory == 0 {
+		c.Memory = d.Memory
+	}
+	if c.CPUs == 0 {
+		c.CPUs = d.CPUs
+	}
+	if c.Pids == 0 {
+		c.Pids = d.Pids
+	}
+	if c.TmpfsSize == 0 {
+		c.TmpfsSize = d.TmpfsSize
+	}
+	if len(c.Command) == 0 {
+		c.Command = d.Command
+	}
+	if c.ImageSFTPServers == nil {
+		c.ImageSFTPServers = d.ImageSFTPServers
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = d.KillGrace
+	}
+	if c.DrainIdle == 0 {
+		c.DrainIdle = d.DrainIdle
+	}
+	if c.MaxDrain == 0 {
+		c.MaxDrain = d.MaxDrain
+	}
+	return c
+}
+
+// Validate reports every problem with c at once. It checks values only;
+// New talks to the engine and looks for the SFTP server binary.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if _, err := client.ParseHostURL(c.Host); err != nil {
+		add("host %q: %w", c.Host, err)
+	}
+	if c.DefaultImage == "" {
+		add("defaultImage is required")
+	}
+	for _, p := range c.AllowedImages {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			add("allowedImages: bad pattern %q", p)
+		}
+	}
+	if c.User == "" || strings.ContainsAny(c.User, " \t\n") {
+		add("user %q is not a user or uid:gid", c.User)
+	}
+	if c.Memory < minMemory {
+		add("memory must be at least 6 MiB, got %d bytes", c.Memory)
+	}
+	if c.CPUs <= 0 {
+		add("cpus must be positive, got %v", c.CPUs)
+	}
+	if c.Pids < minPids {
+		add("pids must be at least %d, got %d", minPids, c.Pids)
+	}
+	if c.TmpfsSize <= 0 {
+		add("tmpfsSize must be positive, got %d", c.TmpfsSize)
+	}
+	if c.Network == "" {
+		add("network is required")
+	}
+	for _, n := range c.AllowedNetworks {
+		if n == "" {
+			add("allowedNetworks holds an empty name")
+		}
+	}
+	for _, capName := range c.CapAdd {
+		if capName == "" || strings.ContainsAny(capName, " \t\n") {
+			add("capAdd: bad capability %q", capName)
+		}
+	}
+	if c.SeccompProfile != "" && c.SeccompProfile != "unconfined" && !path.IsAbs(c.SeccompProfile) {
+		add(`seccompProfile %q must be "unconfined" or an absolute path`, c.SeccompProfile)
+	}
+	if !path.IsAbs(c.WorkspaceDir) || path.Clean(c.WorkspaceDir) == "/" || strings.HasPrefix(path.Clean(c.WorkspaceDir), "/proc") {
+		add("workspaceDir %q must be an absolute path other than / and /proc", c.WorkspaceDir)
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		add("command is required")
+	}
+	if c.IdleTTL < 0 {
+		add("idleTTL must not be negative, got %v", c.IdleTTL)
+	}
+	switch c.SFTPServer {
+	case SFTPAuto, SFTPImage, SFTPInject:
+	default:
+		add("sftpServer %q must be %q, %q or %q", c.SFTPServer, SFTPAuto, SFTPImage, SFTPInject)
+	}
+	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
+		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)
+	}
+	if c.SFTPServer == SFTPImage && len(c.ImageSFTPServers) == 0 {
+		add("sftpServer %q needs imageSFTPServers", SFTPImage)
+	}
+	for _, p := range c.ImageSFTPServers {
+		if !path.IsAbs(p) {
+			add("imageSFTPServers: %q is not an absolute path", p)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"killGrace", c.KillGrace}, {"drainIdle", c.DrainIdle}, {"maxDrain", c.MaxDrain}} {
+		if d.v <= 0 {
+			add("%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if c.DrainIdle > 0 && c.MaxDrain > 0 && c.MaxDrain < c.DrainIdle {
+		add("maxDrain (%v) is shorter than drainIdle (%v)", c.MaxDrain, c.DrainIdle)
+	}
+	if !path.IsAbs(c.Shell) {
+		add("shell %q is not an absolute path", c.Shell)
+	}
+	if c.RgPath == "" {
+		add("rgPath is required")
+	}
+	return errors.Join(errs...)
+}
+
+// ByteSize is a size in bytes. In JSON and YAML it is a number of bytes
+// or a string with a binary unit: "512MiB", "2g", "1.5GB" (all powers of
+// 1024, as docker's own flags read them).
+type ByteSize int64
+
+// UnmarshalJSON accepts a number or a string.
+func (b *ByteSize) UnmarshalJSON(data []byte) error {
+	if s, err := strconv.Unquote(string(data)); err == nil {
+		return b.UnmarshalText([]byte(s))
+	}
+	var n int64
+	if err := json.Unmarshal(data, &n); err != nil {
+		return fmt.Errorf("size %s: want bytes or a string like \"512MiB\"", data)
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+// UnmarshalText reads "512MiB", "2g" or a plain number of bytes.
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	n, err := units.RAMInBytes(strings.TrimSpace(string(text)))
+	if err != nil {
+		return fmt.Errorf("size %q: %w", text, err)
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+// String is the size in docker's binary units, e.g. "2GiB".
+func (b ByteSize) String() string { return units.BytesSize(float64(b)) }

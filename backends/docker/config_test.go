@@ -1,0 +1,127 @@
+package docker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+		want string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"tcp host", func(c *Config) { c.Host = "tcp://10.0.0.5:2376" }, ""},
+		{"bad host", func(c *Config) { c.Host = "docker.sock" }, `host "docker.sock"`},
+		{"no image", func(c *Config) { c.DefaultImage = "" }, "defaultImage is required"},
+		{"bad image pattern", func(c *Config) { c.AllowedImages = []string{"[a"} }, "bad pattern"},
+		{"any image", func(c *Config) { c.AllowedImages = []string{"*"} }, ""},
+		{"user with space", func(c *Config) { c.User = "a b" }, "is not a user"},
+		{"tiny memory", func(c *Config) { c.Memory = 1 << 20 }, "memory must be at least 6 MiB"},
+		{"negative cpus", func(c *Config) { c.CPUs = -1 }, "cpus must be positive"},
+		{"few pids", func(c *Config) { c.Pids = 3 }, "pids must be at least"},
+		{"no tmpfs", func(c *Config) { c.TmpfsSize = -1 }, "tmpfsSize must be positive"},
+		{"empty allowed network", func(c *Config) { c.AllowedNetworks = []string{""} }, "allowedNetworks"},
+		{"bad cap", func(c *Config) { c.CapAdd = []string{"NET ADMIN"} }, "bad capability"},
+		{"relative seccomp", func(c *Config) { c.SeccompProfile = "p.json" }, "seccompProfile"},
+		{"unconfined seccomp", func(c *Config) { c.SeccompProfile = "unconfined" }, ""},
+		{"workspace /", func(c *Config) { c.WorkspaceDir = "/" }, "workspaceDir"},
+		{"workspace under /proc", func(c *Config) { c.WorkspaceDir = "/proc/self/cwd" }, "workspaceDir"},
+		{"relative workspace", func(c *Config) { c.WorkspaceDir = "ws" }, "workspaceDir"},
+		{"negative ttl", func(c *Config) { c.IdleTTL = -time.Second }, "idleTTL"},
+		{"bad sftp mode", func(c *Config) { c.SFTPServer = "ssh" }, "sftpServer"},
+		{"relative sftp binary", func(c *Config) { c.SFTPServerBinary = "bin/x" }, "sftpServerBinary"},
+		{"image mode without paths", func(c *Config) { c.SFTPServer = SFTPImage; c.ImageSFTPServers = []string{} }, "needs imageSFTPServers"},
+		{"relative image sftp path", func(c *Config) { c.ImageSFTPServers = []string{"sftp-server"} }, "imageSFTPServers"},
+		{"negative grace", func(c *Config) { c.KillGrace = -time.Second }, "killGrace must be positive"},
+		{"drain cap below idle", func(c *Config) { c.MaxDrain = time.Millisecond }, "maxDrain"},
+		{"relative shell", func(c *Config) { c.Shell = "bash" }, "not an absolute path"},
+		{"empty command", func(c *Config) { c.Command = []string{""} }, "command is required"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := NewConfig()
+			c.mod(&cfg)
+			err := cfg.Validate()
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestConfigZeroIsSecureDefaults(t *testing.T) {
+	got := Config{}.withDefaults()
+	if err := got.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Network != "none" || got.User != "1000:1000" || got.WritableRootfs || got.AllowNewPrivileges ||
+		len(got.CapAdd) != 0 || got.SeccompProfile != "" || got.DefaultImage != "wsbroker/workspace:current" ||
+		got.Memory != DefaultMemory || got.Pids != DefaultPids || got.TmpfsSize != DefaultTmpfsSize || got.SFTPServer != SFTPAuto {
+		t.Fatalf("zero config does not give the secure defaults: %+v", got)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want ByteSize
+		err  bool
+	}{
+		{`1048576`, 1 << 20, false},
+		{`"512MiB"`, 512 << 20, false},
+		{`"2g"`, 2 << 30, false},
+		{`"1.5GB"`, 3 << 29, false},
+		{`"lots"`, 0, true},
+		{`true`, 0, true},
+	} {
+		var b ByteSize
+		err := json.Unmarshal([]byte(c.in), &b)
+		if (err != nil) != c.err || (!c.err && b != c.want) {
+			t.Errorf("%s: got %d, %v; want %d (error %v)", c.in, b, err, c.want, c.err)
+		}
+	}
+	if s := ByteSize(2 << 30).String(); s != "2GiB" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestResolveOptions(t *testing.T) {
+	b := &Backend{cfg: NewConfig()}
+	b.cfg.AllowedImages = []string{"wsbroker/*"}
+	b.cfg.AllowedNetworks = []string{"bridge"}
+	for _, c := range []struct {
+		name string
+		opts string
+		want string // error substring, "" for valid
+	}{
+		{"empty", `{}`, ""},
+		{"lower limits", `{"limits":{"memory":"512MiB","cpus":0.5,"pids":100}}`, ""},
+		{"memory above config", `{"limits":{"memory":"64GiB"}}`, "limits.memory"},
+		{"cpus above config", `{"limits":{"cpus":8}}`, "limits.cpus"},
+		{"pids above config", `{"limits":{"pids":100000}}`, "limits.pids"},
+		{"allowed image", `{"image":"wsbroker/other:1"}`, ""},
+		{"other image", `{"image":"alpine:3"}`, "not allowed"},
+		{"allowed network", `{"network":"bridge"}`, ""},
+		{"host network", `{"network":"host"}`, "not allowed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var o createOptions
+			if err := json.Unmarshal([]byte(c.opts), &o); err != nil {
+				t.Fatal(err)
+			}
+			_, err := b.resolve(o)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}

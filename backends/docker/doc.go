@@ -1,0 +1,77 @@
+// Package docker is the workspace backend for containers of a Docker
+// engine: one hardened container per workspace.
+//
+// # Overview
+//
+// New(cfg, logger) connects to the engine (the API version is
+// negotiated), logs its runc version and starts the idle reaper. Create
+// makes a named volume and a container, both labelled
+// wsbroker.managed=1, wsbroker.workspace=<id> and wsbroker.created-at, and
+// starts it; List finds them again after a broker restart; Destroy removes
+// the container (and so every process in it) and the volume.
+//
+// File operations go over ONE long-lived exec per workspace whose stdio
+// carries SFTP (package sftpops over a github.com/pkg/sftp client; the
+// same code serves the SSH backend): about a millisecond per small read,
+// where one exec or one archive-API call costs some 60 ms. The archive
+// API (CopyToContainer, CopyFromContainer) is never used: it runs on the
+// host side and has a history of symlink races (CVE-2018-15664,
+// CVE-2019-14271). The server is the image's OpenSSH sftp-server when it
+// has one, otherwise the broker's own static binary (cmd/wsb-sftp-server),
+// bind-mounted read-only at /.wsbroker/sftp-server when the container is
+// created. A channel that dies (its server killed, the connection
+// dropped) is replaced at the next operation; operations that change
+// nothing are retried on the new one.
+//
+// Each command runs in an exec of its own under the process-group wrapper
+// of package remoteexec: the engine has no API to kill an exec (moby
+// #9098), so a deadline or cancel kills the whole tree through a second
+// exec running the kill script. grep runs ripgrep in the container
+// (package rgjson); find walks the tree over SFTP (package globwalk).
+//
+// # Defaults and why
+//
+//   - User 1000:1000, all capabilities dropped, no-new-privileges: a
+//     command cannot gain privileges even through a setuid binary.
+//   - Read-only root filesystem; only the workspace volume and a
+//     size-limited tmpfs at /tmp are writable, so nothing the agent does
+//     outlives the workspace or fills the engine's disk through /tmp.
+//   - Network none: nothing reaches the network or the host's services.
+//   - Memory (no swap), CPU and pids limits, from the configuration; a
+//     create request may lower them, never raise them. The pids limit
+//     stops a fork bomb inside the container.
+//   - docker-init as PID 1 reaps orphans, so zombies do not pile up.
+//   - The engine's default seccomp profile.
+//   - Images are never pulled, and a request may name only the default
+//     image unless allowedImages says otherwise.
+//   - Restart policy unless-stopped, so an engine restart brings
+//     workspaces back; logging driver none (the main process prints
+//     nothing, and exec output never goes to the engine's logs).
+//
+// Each is a configuration field whose zero value is the secure choice.
+//
+// # CVE-2024-21626
+//
+// At start the engine's runc version is logged, with a warning when it
+// predates 1.1.12 and is not a distribution build known to carry the fix
+// (Debian's 1.1.5+ds1-1+deb12u1 does); the engine is never refused for
+// it. An exec's working directory under /proc, named or reached through a
+// link, is always refused with ErrPermission, and the engine is only ever
+// given the workspace root as a working directory: the command changes
+// directory itself, inside the container.
+//
+// # Boundary
+//
+// The container is the boundary: paths are not confined to the workspace
+// root, and a command may read the image's files. Background processes a
+// command leaves behind keep running, as in pi, inside the container's
+// limits; Destroy or expiry kills them with the container.
+//
+// # Requirements on the image
+//
+// A POSIX sh, setsid, grep, sed, sort and /proc (any Linux userland: the
+// wrapper's needs), bash for commands, ripgrep for grep, and a
+// WorkspaceDir owned by the configured user (the named volume copies the
+// image's directory, ownership included). The workspace image of
+// images/workspace has all of it.
+package docker

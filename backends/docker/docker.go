@@ -1,0 +1,640 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/wsbroker/wsbroker/backends/remoteexec"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Labels on every container and volume the backend makes.
+const (
+	LabelManaged   = "wsbroker.managed"    // "1"
+	LabelWorkspace = "wsbroker.workspace"  // the workspace ID
+	LabelCreatedAt = "wsbroker.created-at" // RFC 3339, UTC
+)
+
+// namePrefix starts the name of every container and volume.
+const namePrefix = "wsbroker-"
+
+// orphanVolumeAge is how old a labelled volume without its container must
+// be before List removes it (younger ones may belong to a Create in
+// flight).
+const orphanVolumeAge = 10 * time.Minute
+
+// Backend creates workspaces as containers of one Docker engine.
+type Backend struct {
+	cfg           Config
+	api           *client.Client
+	logger        *slog.Logger
+	injectBinary  string // host path of the SFTP server to mount, or ""
+	seccompOption string // "seccomp=..." or ""
+
+	mu         sync.Mutex
+	workspaces map[string]*Workspace // by ID: made or found by this backend
+	closed     bool
+
+	stopReaper chan struct{}
+	reaperDone chan struct{}
+}
+
+// New checks cfg (zero fields take NewConfig's defaults), connects to the
+// engine (negotiating the API version), logs its runc version with a
+// warning when it may lack the fix for CVE-2024-21626, finds the SFTP
+// server binary to inject, and starts the idle reaper when IdleTTL is
+// set. An engine that does not answer is ErrUnavailable.
+func New(cfg Config, logger *slog.Logger) (*Backend, error) {
+	const op = "docker.New"
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("backend", "docker")
+	b := &Backend{cfg: cfg, logger: logger, workspaces: map[string]*Workspace{}}
+
+	if cfg.SFTPServer != SFTPImage {
+		bin, err := findSFTPServer(cfg.SFTPServerBinary)
+		switch {
+		case err == nil:
+			b.injectBinary = bin
+		case cfg.SFTPServer == SFTPInject || cfg.SFTPServerBinary != "":
+			return nil, opsapi.E(op, cfg.SFTPServerBinary, opsapi.ErrInvalid, err)
+		default:
+			logger.Info("no sftp server binary to inject; only images with their own sftp-server can be used", "reason", err)
+		}
+	}
+	switch cfg.SeccompProfile {
+	case "":
+	case "unconfined":
+		logger.Warn("INSECURE: seccompProfile is unconfined; containers run without a seccomp filter")
+		b.seccompOption = "seccomp=unconfined"
+	default:
+		data, err := os.ReadFile(cfg.SeccompProfile)
+		if err != nil {
+			return nil, opsapi.E(op, cfg.SeccompProfile, opsapi.ErrInvalid, err)
+		}
+		if !json.Valid(data) {
+			return nil, opsapi.E(op, cfg.SeccompProfile, opsapi.ErrInvalid, errors.New("seccomp profile is not JSON"))
+		}
+		var compact bytes.Buffer
+		json.Compact(&compact, data)
+		b.seccompOption = "seccomp=" + compact.String()
+	}
+	b.warnRisks()
+
+	api, err := client.NewClientWithOpts(client.WithHost(cfg.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, opsapi.E(op, cfg.Host, opsapi.ErrInvalid, err)
+	}
+	b.api = api
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ver, err := api.ServerVersion(ctx)
+	if err != nil {
+		api.Close()
+		return nil, opsapi.E(op, cfg.Host, opsapi.ErrUnavailable, err)
+	}
+	attrs := []any{"engine", ver.Version, "api", api.ClientVersion(), "os", ver.Os, "kernel", ver.KernelVersion}
+	if v, commit, ok := runcOf(ver); ok {
+		verdict := checkRunc(v, commit)
+		attrs = append(attrs, "runc", verdict.Version)
+		if verdict.Fixed {
+			logger.Info(verdict.Message, "runc", verdict.Version)
+		} else {
+			logger.Warn(verdict.Message, "runc", verdict.Version)
+		}
+	} else {
+		logger.Warn("the engine does not report its runc version; make sure it carries the fix for CVE-2024-21626 (runc 1.1.12)")
+	}
+	logger.Info("docker engine", attrs...)
+
+	if cfg.IdleTTL > 0 {
+		b.stopReaper, b.reaperDone = make(chan struct{}), make(chan struct{})
+		go b.reap(cfg.IdleTTL)
+	}
+	return b, nil
+}
+
+// warnRisks logs every configured weakening of the defaults.
+func (b *Backend) warnRisks() {
+	c := b.cfg
+	if c.WritableRootfs {
+		b.logger.Warn("writableRootfs: containers' root filesystems are writable")
+	}
+	if c.AllowNewPrivileges {
+		b.logger.Warn("allowNewPrivileges: setuid binaries in images can raise privileges")
+	}
+	if len(c.CapAdd) > 0 {
+		b.logger.Warn("capAdd: capabilities given back to containers", "caps", c.CapAdd)
+	}
+	if c.Network != DefaultNetwork || len(c.AllowedNetworks) > 0 {
+		b.logger.Warn("containers may have a network", "network", c.Network, "allowed", c.AllowedNetworks)
+	}
+	if u := strings.SplitN(c.User, ":", 2)[0]; u == "0" || u == "root" {
+		b.logger.Warn("containers run as root (all capabilities are still dropped)", "user", c.User)
+	}
+	if slices.Contains(c.AllowedImages, "*") {
+		b.logger.Info("any image present on the engine may be used")
+	}
+}
+
+// findSFTPServer locates the static SFTP server to inject: configured, or
+// beside the broker's executable, or on PATH. It must be a statically
+// linked ELF binary (it runs in images with no libc of ours).
+func findSFTPServer(configured string) (string, error) {
+	candidates := []string{configured}
+	if configured == "" {
+		candidates = nil
+		if exe, err := os.Executable(); err == nil {
+			candidates = append(candidates, filepath.Join(filepath.Dir(exe), SFTPServerName))
+		}
+		if p, err := exec.LookPath(SFTPServerName); err == nil {
+			candidates = append(candidates, p)
+		}
+	}
+	var errs []error
+	for _, c := range candidates {
+		abs, err := filepath.Abs(c)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err == nil {
+			err = checkStatic(abs)
+		}
+		if err == nil {
+			return abs, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return "", fmt.Errorf("%s not found beside the broker or on PATH", SFTPServerName)
+	}
+	return "", errors.Join(errs...)
+}
+
+// checkStatic verifies p is an executable, statically linked ELF file.
+func checkStatic(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0", p)
+		}
+	}
+	return nil
+}
+
+// sftpServers are the candidate server paths inside a container, in the
+// order the channel tries them.
+func (b *Backend) sftpServers() []string {
+	var s []string
+	if b.cfg.SFTPServer != SFTPInject {
+		s = append(s, b.cfg.ImageSFTPServers...)
+	}
+	if b.cfg.SFTPServer != SFTPImage {
+		s = append(s, InjectedSFTPServer)
+	}
+	return s
+}
+
+// Name is the backend's registry name.
+func (b *Backend) Name() string { return "docker" }
+
+// validID: a safe container-name component, no leading dot or dash.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// createOptions are the options Create accepts.
+type createOptions struct {
+	// Image must be DefaultImage or match AllowedImages; empty means
+	// DefaultImage.
+	Image string `json:"image"`
+	// Limits may lower the configured ones, never raise them.
+	Limits *struct {
+		Memory ByteSize `json:"memory"`
+		CPUs   float64  `json:"cpus"`
+		Pids   int64    `json:"pids"`
+	} `json:"limits"`
+	// Network must be Network or one of AllowedNetworks.
+	Network string `json:"network"`
+}
+
+// spec is a workspace container's settings after options and config.
+type spec struct {
+	image   string
+	memory  int64
+	cpus    float64
+	pids    int64
+	network string
+}
+
+// resolve checks o against the configuration.
+func (b *Backend) resolve(o createOptions) (spec, error) {
+	c := b.cfg
+	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, pids: c.Pids, network: c.Network}
+	var errs []error
+	if o.Image != "" {
+		if !b.imageAllowed(o.Image) {
+			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
+		}
+		s.image = o.Image
+	}
+	if l := o.Limits; l != nil {
+		if l.Memory != 0 {
+			if l.Memory < minMemory || int64(l.Memory) > s.memory {
+				errs = append(errs, fmt.Errorf("limits.memory %d must be between 6 MiB and %s", l.Memory, c.Memory))
+			}
+			s.memory = int64(l.Memory)
+		}
+		if l.CPUs != 0 {
+			if l.CPUs < 0.01 || l.CPUs > s.cpus {
+				errs = append(errs, fmt.Errorf("limits.cpus %v must be between 0.01 and %v", l.CPUs, c.CPUs))
+			}
+			s.cpus = l.CPUs
+		}
+		if l.Pids != 0 {
+			if l.Pids < minPids || l.Pids > s.pids {
+				errs = append(errs, fmt.Errorf("limits.pids %d must be between %d and %d", l.Pids, minPids, c.Pids))
+			}
+			s.pids = l.Pids
+		}
+	}
+	if o.Network != "" {
+		if o.Network != c.Network && !slices.Contains(c.AllowedNetworks, o.Network) {
+			errs = append(errs, fmt.Errorf("network %q is not allowed (allowedNetworks)", o.Network))
+		}
+		s.network = o.Network
+	}
+	return s, errors.Join(errs...)
+}
+
+func (b *Backend) imageAllowed(image string) bool {
+	if image == b.cfg.DefaultImage {
+		return true
+	}
+	for _, p := range b.cfg.AllowedImages {
+		if ok, _ := path.Match(p, image); ok || p == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Create makes the workspace's volume and container and starts it. The
+// container is hardened as Config describes; its main process only lives,
+// under docker-init. Unknown options, an image that is not allowed or not
+// present (images are never pulled), limits above the configured ones or
+// a network not allowed are ErrInvalid; an existing ID ErrExist; an
+// engine that cannot be reached ErrUnavailable.
+func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.Workspace, error) {
+	const op = "docker.Create"
+	if !validID.MatchString(ws.ID) {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, fmt.Errorf("invalid workspace id %q", ws.ID))
+	}
+	var o createOptions
+	if raw := bytes.TrimSpace(ws.Options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
+		}
+		if dec.More() {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, errors.New("options: trailing data"))
+		}
+	}
+	s, err := b.resolve(o)
+	if err != nil {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, err)
+	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	if _, err := b.api.ImageInspect(ctx, s.image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, opsapi.E(op, s.image, opsapi.ErrInvalid, fmt.Errorf("image %q is not present on the engine (images are never pulled)", s.image))
+		}
+		return nil, engineErr(op, ws.ID, err)
+	}
+
+	name := namePrefix + ws.ID
+	created := time.Now().UTC()
+	labels := map[string]string{
+		LabelManaged:   "1",
+		LabelWorkspace: ws.ID,
+		LabelCreatedAt: created.Format(time.RFC3339Nano),
+	}
+	if _, err := b.api.ContainerInspect(ctx, name); err == nil {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
+	} else if !cerrdefs.IsNotFound(err) {
+		return nil, engineErr(op, ws.ID, err)
+	}
+	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
+		return nil, engineErr(op, ws.ID, err)
+	}
+	// Cleanup must run even when ctx is what failed.
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.api.ContainerRemove(cctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			b.logger.Warn("cleanup after a failed create", "workspace", ws.ID, "err", err)
+		}
+		if err := b.api.VolumeRemove(cctx, name, true); err != nil && !cerrdefs.IsNotFound(err) {
+			b.logger.Warn("cleanup after a failed create", "workspace", ws.ID, "err", err)
+		}
+	}
+
+	cc, hc := b.containerConfig(s, name, labels)
+	resp, err := b.api.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, err)
+		}
+		cleanup()
+		return nil, engineErr(op, ws.ID, err)
+	}
+	for _, warning := range resp.Warnings {
+		b.logger.Warn("engine warning at create", "workspace", ws.ID, "warning", warning)
+	}
+	if err := b.api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		cleanup()
+		return nil, engineErr(op, ws.ID, err)
+	}
+	w := b.adopt(ws.ID, resp.ID, created)
+	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
+	return w, nil
+}
+
+// containerConfig is the hardened container for s.
+func (b *Backend) containerConfig(s spec, name string, labels map[string]string) (*container.Config, *container.HostConfig) {
+	c := b.cfg
+	cc := &container.Config{
+		Image:      s.image,
+		User:       c.User,
+		Cmd:        c.Command,
+		Entrypoint: []string{},
+		WorkingDir: c.WorkspaceDir,
+		Labels:     labels,
+		Hostname:   "workspace",
+	}
+	pids := s.pids
+	secOpt := []string{}
+	if !c.AllowNewPrivileges {
+		secOpt = append(secOpt, "no-new-privileges:true")
+	}
+	if b.seccompOption != "" {
+		secOpt = append(secOpt, b.seccompOption)
+	}
+	mounts := []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: c.WorkspaceDir}}
+	if b.injectBinary != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.injectBinary, Target: InjectedSFTPServer, ReadOnly: true})
+	}
+	init := true
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(s.network),
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+		LogConfig:      container.LogConfig{Type: "none"},
+		CapDrop:        []string{"ALL"},
+		CapAdd:         c.CapAdd,
+		SecurityOpt:    secOpt,
+		ReadonlyRootfs: !c.WritableRootfs,
+		IpcMode:        container.IPCModePrivate,
+		Init:           &init,
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", int64(c.TmpfsSize))},
+		Mounts:         mounts,
+		Resources: container.Resources{
+			Memory:     s.memory,
+			MemorySwap: s.memory, // no swap
+			NanoCPUs:   int64(s.cpus * 1e9),
+			PidsLimit:  &pids,
+		},
+	}
+	return cc, hc
+}
+
+// adopt returns the backend's Workspace for id, making it when new.
+func (b *Backend) adopt(id, cid string, created time.Time) *Workspace {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w, ok := b.workspaces[id]; ok && w.cid == cid && !w.destroyed.Load() {
+		return w
+	}
+	w := newWorkspace(b, id, cid, created)
+	b.workspaces[id] = w
+	return w
+}
+
+// forget drops w from the backend's table.
+func (b *Backend) forget(w *Workspace) {
+	b.mu.Lock()
+	if b.workspaces[w.id] == w {
+		delete(b.workspaces, w.id)
+	}
+	b.mu.Unlock()
+}
+
+func (b *Backend) usable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return opsapi.E("docker", "", opsapi.ErrUnavailable, errors.New("backend closed"))
+	}
+	return nil
+}
+
+// List finds every workspace container of the engine by its labels (after
+// a broker restart), starting those that are stopped. Volumes left by a
+// create that never finished are removed once they are old enough.
+func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
+	const op = "docker.List"
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=1"))
+	list, err := b.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, engineErr(op, "", err)
+	}
+	out := map[string]opsapi.Workspace{}
+	for _, c := range list {
+		id := c.Labels[LabelWorkspace]
+		if !validID.MatchString(id) || !slices.Contains(c.Names, "/"+namePrefix+id) {
+			continue
+		}
+		if c.State != "running" {
+			if err := b.api.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+				b.logger.Warn("rediscovered workspace could not be started", "workspace", id, "state", c.State, "err", err)
+			}
+		}
+		created, err := time.Parse(time.RFC3339Nano, c.Labels[LabelCreatedAt])
+		if err != nil {
+			created = time.Unix(c.Created, 0)
+		}
+		out[id] = b.adopt(id, c.ID, created)
+	}
+	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return out, engineErr(op, "", err)
+	}
+	for _, v := range vols.Volumes {
+		id := v.Labels[LabelWorkspace]
+		if _, ok := out[id]; ok || v.Name != namePrefix+id {
+			continue
+		}
+		created, err := time.Parse(time.RFC3339Nano, v.Labels[LabelCreatedAt])
+		if err != nil || time.Since(created) < orphanVolumeAge {
+			continue
+		}
+		if err := b.api.VolumeRemove(ctx, v.Name, false); err != nil {
+			b.logger.Warn("orphan volume not removed", "volume", v.Name, "err", err)
+		} else {
+			b.logger.Info("removed the volume of a workspace whose container is gone", "volume", v.Name)
+		}
+	}
+	return out, nil
+}
+
+// reap destroys workspaces idle for longer than ttl, until Close.
+func (b *Backend) reap(ttl time.Duration) {
+	defer close(b.reaperDone)
+	every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stopReaper:
+			return
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		var idle []*Workspace
+		for _, w := range b.workspaces {
+			if w.idleFor() > ttl {
+				idle = append(idle, w)
+			}
+		}
+		b.mu.Unlock()
+		for _, w := range idle {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			err := w.destroy(ctx, "expired")
+			cancel()
+			if err != nil {
+				w.logger.Warn("expiring an idle workspace failed", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the reaper and closes every SFTP channel and the engine
+// client. Workspaces (containers, volumes, processes) stay.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	ws := b.workspaces
+	b.mu.Unlock()
+	if b.stopReaper != nil {
+		close(b.stopReaper)
+		<-b.reaperDone
+	}
+	for _, w := range ws {
+		w.closeChannel()
+	}
+	return b.api.Close()
+}
+
+// engineErr classifies an error of the engine API.
+func engineErr(op, p string, err error) error {
+	var kind error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		kind = nil // Classify gives ErrTimeout or ErrCanceled
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
+		kind = opsapi.ErrUnavailable
+	case cerrdefs.IsNotFound(err):
+		kind = opsapi.ErrNotExist
+	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err):
+		kind = opsapi.ErrExist
+	case cerrdefs.IsInvalidArgument(err):
+		kind = opsapi.ErrInvalid
+	case cerrdefs.IsPermissionDenied(err), cerrdefs.IsUnauthorized(err):
+		kind = opsapi.ErrPermission
+	default:
+		kind = opsapi.ErrUnavailable
+	}
+	return opsapi.E(op, p, kind, err)
+}
+
+// isNotRunning reports the engine's refusal to exec in a stopped
+// container.
+func isNotRunning(err error) bool {
+	return cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is not running")
+}
+
+// remoteexecConfig is the runner configuration of every workspace.
+func (b *Backend) remoteexecConfig() remoteexec.Config {
+	return remoteexec.Config{
+		Shell:     b.cfg.Shell,
+		KillGrace: b.cfg.KillGrace,
+		DrainIdle: b.cfg.DrainIdle,
+		MaxDrain:  b.cfg.MaxDrain,
+		Op:        "docker.Exec",
+	}
+}
+
+// Every tool the docker backend serves, plus realpath, Destroy and
+// rediscovery.
+var (
+	_ opsapi.Backend         = (*Backend)(nil)
+	_ opsapi.Rediscoverer    = (*Backend)(nil)
+	_ opsapi.Workspace       = (*Workspace)(nil)
+	_ opsapi.Operations      = (*Workspace)(nil)
+	_ opsapi.ReadOperations  = (*Workspace)(nil)
+	_ opsapi.WriteOperations = (*Workspace)(nil)
+	_ opsapi.EditOperations  = (*Workspace)(nil)
+	_ opsapi.BashOperations  = (*Workspace)(nil)
+	_ opsapi.GrepOperations  = (*Workspace)(nil)
+	_ opsapi.FindOperations  = (*Workspace)(nil)
+	_ opsapi.LsOperations    = (*Workspace)(nil)
+	_ opsapi.Resolver        = (*Workspace)(nil)
+	_ opsapi.Destroyer       = (*Workspace)(nil)
+)

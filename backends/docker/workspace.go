@@ -1,0 +1,415 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/wsbroker/wsbroker/backends/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/rgjson"
+	"github.com/wsbroker/wsbroker/backends/sftpops"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Workspace is one container: files over the SFTP channel, commands in
+// execs of their own under the remoteexec wrapper.
+type Workspace struct {
+	b       *Backend
+	id      string
+	cid     string // container ID
+	root    string
+	created time.Time
+	logger  *slog.Logger
+	runner  *remoteexec.Runner
+
+	chanSem chan struct{} // held while the channel is looked at or opened
+	ch      *channel      // guarded by chanSem
+	fs      atomic.Pointer[sftpops.FS]
+
+	lastUsed  atomic.Int64 // unix nanoseconds
+	inflight  atomic.Int64
+	destroyed atomic.Bool
+	reason    atomic.Value // string: why the workspace is gone
+}
+
+func newWorkspace(b *Backend, id, cid string, created time.Time) *Workspace {
+	w := &Workspace{
+		b:       b,
+		id:      id,
+		cid:     cid,
+		root:    b.cfg.WorkspaceDir,
+		created: created,
+		logger:  b.logger.With("workspace", id),
+		chanSem: make(chan struct{}, 1),
+	}
+	w.runner = remoteexec.New(w.start, w.run, b.remoteexecConfig(), w.logger)
+	w.lastUsed.Store(time.Now().UnixNano())
+	return w
+}
+
+// ID is the workspace's name.
+func (w *Workspace) ID() string { return w.id }
+
+// Root is the workspace directory inside the container.
+func (w *Workspace) Root() string { return w.root }
+
+// CreatedAt is when the workspace was created, kept in the container's
+// labels so that it survives a broker restart.
+func (w *Workspace) CreatedAt() time.Time { return w.created }
+
+// ContainerID is the engine's ID of the workspace's container.
+func (w *Workspace) ContainerID() string { return w.cid }
+
+// use marks the workspace busy until the returned function is called.
+func (w *Workspace) use() func() {
+	w.inflight.Add(1)
+	w.lastUsed.Store(time.Now().UnixNano())
+	return func() {
+		w.lastUsed.Store(time.Now().UnixNano())
+		w.inflight.Add(-1)
+	}
+}
+
+// idleFor is how long no call has used the workspace; zero while one runs.
+func (w *Workspace) idleFor() time.Duration {
+	if w.inflight.Load() > 0 || w.destroyed.Load() {
+		return 0
+	}
+	return time.Since(time.Unix(0, w.lastUsed.Load()))
+}
+
+// gone is ErrNotExist once the workspace was destroyed or expired.
+func (w *Workspace) gone(op, p string) error {
+	if w.destroyed.Load() {
+		reason, _ := w.reason.Load().(string)
+		return opsapi.E(op, p, opsapi.ErrNotExist, fmt.Errorf("workspace %s", reason))
+	}
+	return nil
+}
+
+// engineErr classifies an engine error of an operation inside the
+// workspace: its container missing means the workspace is unavailable.
+func (w *Workspace) engineErr(op string, err error) error {
+	if err := w.gone(op, ""); err != nil {
+		return err
+	}
+	if cerrdefs.IsNotFound(err) {
+		return opsapi.E(op, w.id, opsapi.ErrUnavailable, fmt.Errorf("workspace container: %w", err))
+	}
+	return engineErr(op, w.id, err)
+}
+
+// files is the workspace's SFTP-backed file operations, made at the first
+// use, when the channel has told the account's ids.
+func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error) {
+	if err := w.gone(op, p); err != nil {
+		return nil, err
+	}
+	if fs := w.fs.Load(); fs != nil {
+		return fs, nil
+	}
+	c, err := w.channel(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	id := c.id
+	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker"})
+	w.fs.CompareAndSwap(nil, fs)
+	return w.fs.Load(), nil
+}
+
+// closeChannel ends the SFTP channel, if one is open.
+func (w *Workspace) closeChannel() {
+	w.chanSem <- struct{}{}
+	c := w.ch
+	w.ch = nil
+	<-w.chanSem
+	if c != nil {
+		c.close()
+	}
+}
+
+// Destroy removes the container (killing every process in it) and its
+// volume. Destroying twice is not an error.
+func (w *Workspace) Destroy(ctx context.Context) error {
+	return w.destroy(ctx, "deleted")
+}
+
+func (w *Workspace) destroy(ctx context.Context, reason string) error {
+	w.reason.Store(reason)
+	if w.destroyed.Swap(true) {
+		return nil
+	}
+	w.closeChannel()
+	name := namePrefix + w.id
+	err := w.b.api.ContainerRemove(ctx, w.cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		err = w.b.api.VolumeRemove(ctx, name, true)
+	}
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		w.destroyed.Store(false) // may be retried
+		return engineErr("docker.Destroy", w.id, err)
+	}
+	w.b.forget(w)
+	w.logger.Info("workspace removed", "reason", reason)
+	return nil
+}
+
+// Open opens a regular file for reading over SFTP; see sftpops.FS.Open.
+func (w *Workspace) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	done := w.use()
+	fs, err := w.files(ctx, "docker.Open", p)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	rc, err := fs.Open(ctx, p)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	return &usedReader{ReadCloser: rc, done: done}, nil
+}
+
+// usedReader keeps the workspace busy until the file is closed.
+type usedReader struct {
+	io.ReadCloser
+	done func()
+	once atomic.Bool
+}
+
+func (r *usedReader) Close() error {
+	if !r.once.Swap(true) {
+		defer r.done()
+	}
+	return r.ReadCloser.Close()
+}
+
+// Access checks p against the container user's ids; see sftpops.FS.Access.
+func (w *Workspace) Access(ctx context.Context, p string, mode opsapi.AccessMode) error {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.Access", p)
+	if err != nil {
+		return err
+	}
+	return fs.Access(ctx, p, mode)
+}
+
+// WriteFile replaces p atomically; see sftpops.FS.WriteFile.
+func (w *Workspace) WriteFile(ctx context.Context, p string, r io.Reader) error {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.WriteFile", p)
+	if err != nil {
+		return err
+	}
+	return fs.WriteFile(ctx, p, r)
+}
+
+// Mkdir creates p and its parents; see sftpops.FS.Mkdir.
+func (w *Workspace) Mkdir(ctx context.Context, p string) error {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.Mkdir", p)
+	if err != nil {
+		return err
+	}
+	return fs.Mkdir(ctx, p)
+}
+
+// Stat describes p, following links; see sftpops.FS.Stat.
+func (w *Workspace) Stat(ctx context.Context, p string) (opsapi.FileInfo, error) {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.Stat", p)
+	if err != nil {
+		return opsapi.FileInfo{}, err
+	}
+	return fs.Stat(ctx, p)
+}
+
+// ReadDir lists p; see sftpops.FS.ReadDir.
+func (w *Workspace) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error) {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.ReadDir", p)
+	if err != nil {
+		return nil, err
+	}
+	return fs.ReadDir(ctx, p)
+}
+
+// RealPath resolves every link in p inside the container; see
+// sftpops.FS.RealPath.
+func (w *Workspace) RealPath(ctx context.Context, p string) (string, error) {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.RealPath", p)
+	if err != nil {
+		return "", err
+	}
+	return fs.RealPath(ctx, p)
+}
+
+// Glob finds files with fd's semantics, walking the tree over SFTP; see
+// sftpops.FS.Glob.
+func (w *Workspace) Glob(ctx context.Context, req opsapi.GlobRequest) (opsapi.GlobResult, error) {
+	defer w.use()()
+	fs, err := w.files(ctx, "docker.Glob", req.Dir)
+	if err != nil {
+		return opsapi.GlobResult{}, err
+	}
+	return fs.Glob(ctx, req)
+}
+
+// underProc reports whether the absolute path p is /proc or below it.
+func underProc(p string) bool { return opsapi.Within("/proc", path.Clean(p)) }
+
+// Exec runs req.Command as `Shell -c Command` in the container, in one
+// exec, under the remoteexec wrapper: its own process group and session,
+// stdout and stderr on one stream, a marker in its environment. A deadline
+// or cancel kills the whole tree through a second exec (the engine cannot
+// kill an exec). The environment is the image's plus LANG=C.UTF-8,
+// TERM=dumb and req.Env. A working directory under /proc, named or reached
+// through links, is ErrPermission (the shape of CVE-2024-21626); a missing
+// one ErrNotExist.
+func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
+	const op = "docker.Exec"
+	defer w.use()()
+	if err := w.gone(op, req.Cwd); err != nil {
+		return opsapi.ExecResult{}, err
+	}
+	if err := remoteexec.CheckRequest(req); err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
+	}
+	cwd := opsapi.Resolve(w.root, req.Cwd)
+	if underProc(cwd) {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrPermission, errors.New("working directory under /proc refused"))
+	}
+	if cwd != w.root {
+		fs, err := w.files(ctx, op, req.Cwd)
+		if err != nil {
+			return opsapi.ExecResult{}, err
+		}
+		real, err := fs.RealPath(ctx, cwd)
+		switch {
+		case err == nil && underProc(real):
+			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrPermission, fmt.Errorf("working directory resolves to %s, under /proc: refused", real))
+		case errors.Is(err, opsapi.ErrNotExist):
+			return opsapi.ExecResult{}, err
+		case err != nil && !errors.Is(err, opsapi.ErrNotDir) && !errors.Is(err, opsapi.ErrPermission):
+			return opsapi.ExecResult{}, err
+		}
+	}
+	return w.runner.Exec(ctx, req, cwd)
+}
+
+// searchScript runs ripgrep in the container: sh -c searchScript wsbroker
+// RG DIR FILE ARGS... searches DIR from inside it, or FILE (in DIR) on
+// stdin when FILE is set. A missing rg prints a control line and exits
+// 127. rg gets no HOME: it must not read a global gitignore chosen by the
+// workspace.
+const searchScript = `rg=$1 dir=$2 file=$3
+shift 3
+if ! command -v "$rg" >/dev/null 2>&1; then echo '@wsbroker norg' >&2; exit 127; fi
+cd -- "$dir" || exit 2
+if [ -n "$file" ]; then exec env HOME=/nonexistent "$rg" "$@" - < "$file"; fi
+exec env HOME=/nonexistent "$rg" "$@" .
+`
+
+// Search runs `rg --json` in the container, in an exec of its own
+// (arguments and parsing as package rgjson gives them, the same as every
+// backend). A directory is searched from inside it, a single file on stdin
+// so its lines carry its base name. A missing path is ErrNotExist, an
+// invalid pattern ErrInvalid, ripgrep missing in the image ErrUnavailable.
+func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.SearchResult, error) {
+	const op = "docker.Search"
+	defer w.use()()
+	args, err := rgjson.Args(req)
+	if err != nil {
+		return opsapi.SearchResult{}, err
+	}
+	fs, err := w.files(ctx, op, req.Path)
+	if err != nil {
+		return opsapi.SearchResult{}, err
+	}
+	fi, err := fs.Stat(ctx, req.Path)
+	if err != nil {
+		return opsapi.SearchResult{}, err
+	}
+	abs, err := fs.Abs("Search", req.Path)
+	if err != nil {
+		return opsapi.SearchResult{}, err
+	}
+	dir, file, fileName := abs, "", ""
+	switch fi.Type {
+	case opsapi.TypeDir:
+	case opsapi.TypeFile:
+		dir, file = path.Split(abs)
+		fileName = path.Base(abs)
+	default:
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, errors.New("not a regular file or directory"))
+	}
+	argv := append([]string{"sh", "-c", searchScript, "wsbroker", w.b.cfg.RgPath, dir, file}, args...)
+	// Dropping an exec's stream does not stop it (nor does the engine
+	// offer a kill): a search that is cut short is killed by its marker.
+	marker := searchKey + "=" + randomID()
+	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
+	p, err := w.startExec(ctx, execOpts{argv: argv, env: []string{marker}, stderr: stderr})
+	if err != nil {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
+	}
+	defer p.Close()
+	stop := context.AfterFunc(ctx, func() { p.Close() })
+	defer stop()
+	res, stopped, perr := rgjson.Collect(p.Stdout(), req, fileName)
+	if stopped || perr != nil || ctx.Err() != nil {
+		p.Close()
+		go w.killMarked(marker)
+	} else {
+		io.Copy(io.Discard, p.Stdout())
+	}
+	if err := ctx.Err(); err != nil {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
+	}
+	if stopped {
+		return res, nil
+	}
+	if perr != nil {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, perr)
+	}
+	st, werr := p.Wait()
+	if werr != nil {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, fmt.Errorf("search exec: %w", werr))
+	}
+	if st.Code == 127 && strings.Contains(stderr.String(), "@wsbroker norg") {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable,
+			fmt.Errorf("ripgrep (%s) is not available in the container", w.b.cfg.RgPath))
+	}
+	return rgjson.Result(op, req.Path, res, st.Code, stderr.String())
+}
+
+// searchKey marks the processes of one search.
+const searchKey = "WSBROKER_SEARCH"
+
+// killMarked kills, in the background of a call that has returned, the
+// processes carrying marker.
+func (w *Workspace) killMarked(marker string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := w.runner.KillMarked(ctx, marker); err != nil && w.gone("", "") == nil {
+		w.logger.Debug("killing an abandoned search", "err", err)
+	}
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,21 @@
+// Command wsb-sftp-server is an SFTP server on its standard input and
+// output, for workspace containers whose image ships no sftp-server.
+//
+// # Overview
+//
+// The docker backend bind-mounts this binary read-only into every
+// container it creates (at /.wsbroker/sftp-server) and, when the image has
+// no OpenSSH sftp-server, runs it in one long-lived exec whose stdio
+// carries the workspace's file operations. It is github.com/pkg/sftp's
+// server (SFTP v3 with posix-rename@openssh.com, statvfs@openssh.com and
+// hardlink@openssh.com) serving the container's filesystem as the
+// container's user; it has no configuration and opens no socket.
+//
+// It must be statically linked, since it runs in images that share
+// nothing with the host:
+//
+//	CGO_ENABLED=0 go build -o wsb-sftp-server ./cmd/wsb-sftp-server
+//
+// Put the binary beside the broker's executable, on the broker's PATH, or
+// name it in the docker backend's sftpServerBinary setting.
+package main
