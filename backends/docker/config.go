@@ -141,9 +141,9 @@ var DefaultCommand = []string{"sleep", "infinity"}
 
 // DefaultImageSFTPServers are where images keep OpenSSH's sftp-server.
 var DefaultImageSFTPServers = []string{
-	"/usr/lib/openssh/sftp-server",    // Debian, Ubuntu
+	"/usr/lib/openssh/sftp-server",     // Debian, Ubuntu
 	"/usr/libexec/openssh/sftp-server", // Fedora, RHEL
-	"/usr/lib/ssh/sftp-server",        // Alpine, Arch
+	"/usr/lib/ssh/sftp-server",         // Alpine, Arch
 }
 
 // Minimums the engine itself enforces or below which nothing runs.
