@@ -19,4 +19,17 @@
 // connection with SIGKILL, as a crash or a dropped network would, while
 // the account's own processes keep running; Server.Restart brings the
 // server back on the same port with the same keys.
+//
+// # A VM-like target
+//
+// StartContainer runs the images/sshd image (Image) as a machine of its
+// own, following that image's README: `docker run -d --rm -p 127.0.0.1::22`
+// with a generated host key and user key passed in its environment, ready
+// once sshd logs that it listens and a login through the port works. The
+// published port is read with `docker port` and known_hosts is written for
+// [127.0.0.1]:<port>; tests never use the container's bridge address. The
+// container is removed when the test ends. Container.KillSessions drops
+// every connection (`pkill -KILL -u wsbtest` inside) while sshd keeps
+// listening. It needs a docker engine and the image (skips without them,
+// fails under CI); the docker CLI does the work, no engine client library.
 package sshtest

@@ -346,7 +346,13 @@ func sshdDescendants(pid int) []int {
 // test key and verifies the host key against KnownHosts, for tests that
 // measure or probe the server directly.
 func (s *Server) ClientConfig() (*ssh.ClientConfig, error) {
-	b, err := os.ReadFile(s.IdentityFile)
+	return clientConfig(s.User, s.IdentityFile, s.KnownHosts)
+}
+
+// clientConfig logs in as user with the key in identityFile and verifies
+// host keys against the known_hosts file knownHosts.
+func clientConfig(user, identityFile, knownHosts string) (*ssh.ClientConfig, error) {
+	b, err := os.ReadFile(identityFile)
 	if err != nil {
 		return nil, err
 	}
@@ -354,12 +360,12 @@ func (s *Server) ClientConfig() (*ssh.ClientConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	cb, err := knownhosts.New(s.KnownHosts)
+	cb, err := knownhosts.New(knownHosts)
 	if err != nil {
 		return nil, err
 	}
 	return &ssh.ClientConfig{
-		User:              s.User,
+		User:              user,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback:   cb,
 		HostKeyAlgorithms: []string{ssh.KeyAlgoED25519},

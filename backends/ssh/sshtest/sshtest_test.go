@@ -1,6 +1,7 @@
 package sshtest_test
 
 import (
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -53,5 +54,40 @@ func BenchmarkRawSessionTrue(b *testing.B) {
 		if err := sess.Run("true"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestStartContainerLoginRun(t *testing.T) {
+	c := sshtest.StartContainer(t)
+	if !strings.HasPrefix(c.Addr, "127.0.0.1:") {
+		t.Fatalf("Addr %q is not on loopback", c.Addr)
+	}
+	cfg, err := c.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := ssh.Dial("tcp", c.Addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sess, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.CombinedOutput("id -un; echo $HOME")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != sshtest.User+"\n"+c.Home+"\n" {
+		t.Fatalf("output %q", out)
+	}
+	// Each container serves the host key injected for it, not one baked
+	// into the image: another container's key does not verify this one.
+	other := sshtest.StartContainer(t)
+	cfg.HostKeyCallback = ssh.FixedHostKey(other.HostKey)
+	if cl, err := ssh.Dial("tcp", c.Addr, cfg); err == nil {
+		cl.Close()
+		t.Fatal("login accepted with another container's host key")
 	}
 }
