@@ -278,17 +278,25 @@ func (s *scanner) peek() (byte, error) {
 		case ' ', '\t', '\n', '\r':
 			continue
 		}
-		s.r.UnreadByte()
+		s.unread()
 		return b, nil
 	}
 }
+
+// consume drops the byte peek just returned. peek left it buffered, so
+// the read cannot fail.
+func (s *scanner) consume() { _, _ = s.r.ReadByte() }
+
+// unread puts back the byte just read; bufio.Reader guarantees that
+// succeeds straight after a successful ReadByte.
+func (s *scanner) unread() { _ = s.r.UnreadByte() }
 
 func (s *scanner) expect(want byte) error {
 	b, err := s.peek()
 	if err != nil {
 		return err
 	}
-	s.r.ReadByte()
+	s.consume()
 	if b != want {
 		return fmt.Errorf("%w: got %q, want %q", errSyntax, b, want)
 	}
@@ -304,7 +312,7 @@ func (s *scanner) object(field func(key string) error) error {
 	if b, err := s.peek(); err != nil {
 		return err
 	} else if b == '}' {
-		s.r.ReadByte()
+		s.consume()
 		return nil
 	}
 	for {
@@ -322,7 +330,7 @@ func (s *scanner) object(field func(key string) error) error {
 		if err != nil {
 			return err
 		}
-		s.r.ReadByte()
+		s.consume()
 		switch b {
 		case ',':
 		case '}':
@@ -378,7 +386,7 @@ func (s *scanner) str() (string, error) {
 				if utf16.IsSurrogate(r) {
 					// A pair is \uD8xx\uDCxx; a lone half is U+FFFD.
 					if next, _ := s.r.Peek(2); len(next) == 2 && next[0] == '\\' && next[1] == 'u' {
-						s.r.Discard(2)
+						_, _ = s.r.Discard(2) // Peek just returned these two bytes, so they are buffered
 						r2, err := s.hex4()
 						if err != nil {
 							return "", err
@@ -436,7 +444,7 @@ func (s *scanner) int() (int, error) {
 			return 0, err
 		}
 		if b < '0' || b > '9' {
-			s.r.UnreadByte()
+			s.unread()
 			break
 		}
 		if len(digits) < 18 {
@@ -460,11 +468,11 @@ func (s *scanner) skip() error {
 	case b == '{':
 		return s.object(func(string) error { return s.skip() })
 	case b == '[':
-		s.r.ReadByte()
+		s.consume()
 		if b, err := s.peek(); err != nil {
 			return err
 		} else if b == ']' {
-			s.r.ReadByte()
+			s.consume()
 			return nil
 		}
 		for {
@@ -475,7 +483,7 @@ func (s *scanner) skip() error {
 			if err != nil {
 				return err
 			}
-			s.r.ReadByte()
+			s.consume()
 			if b == ']' {
 				return nil
 			}
@@ -484,7 +492,7 @@ func (s *scanner) skip() error {
 			}
 		}
 	case b == '"':
-		s.r.ReadByte()
+		s.consume()
 		for {
 			b, err := s.r.ReadByte()
 			if err != nil {
@@ -505,7 +513,7 @@ func (s *scanner) skip() error {
 				return err
 			}
 			if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b == '-' || b == '+' || b == '.' || b == 'E') {
-				s.r.UnreadByte()
+				s.unread()
 				return nil
 			}
 		}

@@ -37,9 +37,17 @@ func search(t *testing.T, dir string, req opsapi.SearchRequest) (opsapi.SearchRe
 	}
 	res, stopped, perr := rgjson.Collect(out, req, "")
 	if stopped || perr != nil {
-		cmd.Process.Kill()
+		// rg may have finished on its own already; either way Wait reaps it.
+		_ = cmd.Process.Kill()
 	}
-	cmd.Wait()
+	// A non-zero exit (1: no match, 2: error, or killed) is expected here and
+	// read from ProcessState below; anything else is a failure of the test.
+	if err := cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+	}
 	if perr != nil {
 		t.Fatal(perr)
 	}
@@ -68,8 +76,12 @@ func TestCollectRealRipgrep(t *testing.T) {
 		"many.txt": strings.Repeat("needle\n", 5),
 	}
 	for p, c := range files {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
-		os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res, err := search(t, dir, opsapi.SearchRequest{Pattern: "needle", Glob: "a.txt", Context: 1})
 	if err != nil {
