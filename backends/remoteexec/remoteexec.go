@@ -428,7 +428,9 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 	}
 	res.Duration = time.Since(c.begin)
 	if sawExit {
-		go c.p.Wait()
+		// The exit line already gave the status; Wait only releases the
+		// transport's resources, so its result is of no further use.
+		go func() { _, _ = c.p.Wait() }()
 		return res, nil
 	}
 	// No exit line: ask the transport how the wrapper ended.

@@ -129,7 +129,9 @@ func TestExitCodesOrderAndEnv(t *testing.T) {
 func TestCwdErrors(t *testing.T) {
 	r := newRunner(t, &transport{})
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, _, err := exe(t, r, filepath.Join(dir, "missing"), opsapi.ExecRequest{Command: "touch ran"})
 	if !errors.Is(err, opsapi.ErrNotExist) {
 		t.Errorf("missing cwd: %v", err)
@@ -234,7 +236,9 @@ func TestBackgroundHolderAndLateOutput(t *testing.T) {
 	if out != "done\nlate\n" || res.ExitCode != 0 {
 		t.Fatalf("out %q res %+v", out, res)
 	}
-	exe(t, r, dir, opsapi.ExecRequest{Command: "kill $(cat bg.pid)"})
+	if _, _, err := exe(t, r, dir, opsapi.ExecRequest{Command: "kill $(cat bg.pid)"}); err != nil {
+		t.Errorf("killing the background sleep: %v", err)
+	}
 }
 
 func TestLostTransportFailsClearlyAndReapKills(t *testing.T) {
@@ -256,7 +260,9 @@ func TestLostTransportFailsClearlyAndReapKills(t *testing.T) {
 	}
 	// The transport dies: both streams end, no exit status comes.
 	tr.lost.Store(true)
-	p.cmd.Process.Kill()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	p.Close()
 	select {
 	case err := <-errc:
