@@ -188,8 +188,8 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 				(int(st.UID) != f.opt.Identity.UID || !slices.Contains(f.opt.Identity.GIDs, int(st.GID))) {
 				// Keep the owner where the account may (root);
 				// elsewhere the file becomes the account's, as any
-				// rewrite by it would.
-				file.Chown(int(st.UID), int(st.GID))
+				// rewrite by it would, so a refused Chown is expected.
+				_ = file.Chown(int(st.UID), int(st.GID))
 			}
 		}
 		if v, ok := c.HasExtension(extFsync); ok && v == "1" {
