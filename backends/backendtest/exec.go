@@ -253,7 +253,8 @@ func (s *suite) exec(t *testing.T) {
 		}
 		must(t, d.Destroy(ctxOf(t)))
 		select {
-		case <-done: // killed: a result or an error, but no hang
+		case err := <-done: // killed: a result or an error, but no hang
+			t.Logf("Exec ended after Destroy with err=%v", err)
 		case <-time.After(20 * time.Second):
 			t.Fatal("Exec still running 20s after Destroy")
 		}
