@@ -98,11 +98,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		if err != nil {
 			return nil, opsapi.E(op, cfg.SeccompProfile, opsapi.ErrInvalid, err)
 		}
-		if !json.Valid(data) {
-			return nil, opsapi.E(op, cfg.SeccompProfile, opsapi.ErrInvalid, errors.New("seccomp profile is not JSON"))
-		}
 		var compact bytes.Buffer
-		json.Compact(&compact, data)
+		if err := json.Compact(&compact, data); err != nil {
+			return nil, opsapi.E(op, cfg.SeccompProfile, opsapi.ErrInvalid, fmt.Errorf("seccomp profile: %w", err))
+		}
 		b.seccompOption = "seccomp=" + compact.String()
 	}
 	b.warnRisks()

@@ -184,7 +184,8 @@ func (w *Workspace) run(ctx context.Context, argv []string) ([]byte, error) {
 	stop := context.AfterFunc(ctx, func() { p.Close() })
 	defer stop()
 	out, rerr := io.ReadAll(io.LimitReader(p.Stdout(), maxRunOutput))
-	io.Copy(io.Discard, p.Stdout())
+	// Past the cap, output is dropped so the command can finish.
+	_, _ = io.Copy(io.Discard, p.Stdout())
 	st, err := p.Wait()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

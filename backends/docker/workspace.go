@@ -293,21 +293,43 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrPermission, errors.New("working directory under /proc refused"))
 	}
 	if cwd != w.root {
-		fs, err := w.files(ctx, op, req.Cwd)
-		if err != nil {
-			return opsapi.ExecResult{}, err
-		}
-		real, err := fs.RealPath(ctx, cwd)
-		switch {
-		case err == nil && underProc(real):
-			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrPermission, fmt.Errorf("working directory resolves to %s, under /proc: refused", real))
-		case errors.Is(err, opsapi.ErrNotExist):
-			return opsapi.ExecResult{}, err
-		case err != nil && !errors.Is(err, opsapi.ErrNotDir) && !errors.Is(err, opsapi.ErrPermission):
+		if err := w.checkCwd(ctx, op, req.Cwd, cwd); err != nil {
 			return opsapi.ExecResult{}, err
 		}
 	}
 	return w.runner.Exec(ctx, req, cwd)
+}
+
+// checkCwd resolves the links of cwd inside the container and refuses a
+// directory that lands under /proc. A missing directory is ErrNotExist,
+// unless its deepest existing ancestor already lies under /proc
+// (fdlink/7 with fdlink -> /proc/self/fd).
+func (w *Workspace) checkCwd(ctx context.Context, op, given, cwd string) error {
+	fs, err := w.files(ctx, op, given)
+	if err != nil {
+		return err
+	}
+	refuse := func(real string) error {
+		return opsapi.E(op, given, opsapi.ErrPermission, fmt.Errorf("working directory resolves to %s, under /proc: refused", real))
+	}
+	real, err := fs.RealPath(ctx, cwd)
+	switch {
+	case err == nil && underProc(real):
+		return refuse(real)
+	case err == nil, errors.Is(err, opsapi.ErrNotDir), errors.Is(err, opsapi.ErrPermission):
+		return nil // the wrapper reports what it finds
+	case !errors.Is(err, opsapi.ErrNotExist):
+		return err
+	}
+	for dir := path.Dir(cwd); dir != "/" && dir != "."; dir = path.Dir(dir) {
+		if parent, perr := fs.RealPath(ctx, dir); perr == nil {
+			if underProc(parent) {
+				return refuse(parent + "/" + strings.TrimPrefix(cwd, dir+"/"))
+			}
+			break
+		}
+	}
+	return err
 }
 
 // searchScript runs ripgrep in the container: sh -c searchScript wsbroker
@@ -373,7 +395,9 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		p.Close()
 		go w.killMarked(marker)
 	} else {
-		io.Copy(io.Discard, p.Stdout())
+		// rg's summary and anything after the results; an error
+		// here shows again as the exec's status.
+		_, _ = io.Copy(io.Discard, p.Stdout())
 	}
 	if err := ctx.Err(); err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)

@@ -1,0 +1,483 @@
+package docker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// inspect is the part of `docker inspect` the tests look at.
+type inspect struct {
+	State struct {
+		Running bool
+	}
+	Config struct {
+		User   string
+		Labels map[string]string
+	}
+	HostConfig struct {
+		CapDrop        []string
+		CapAdd         []string
+		SecurityOpt    []string
+		ReadonlyRootfs bool
+		NetworkMode    string
+		PidsLimit      int64
+		Memory         int64
+		MemorySwap     int64
+		NanoCpus       int64
+		Init           bool
+		Tmpfs          map[string]string
+	}
+	Mounts []struct {
+		Type, Name, Source, Destination string
+		RW                              bool
+	}
+}
+
+// inspectContainer asks the docker CLI, not the backend, about id.
+func inspectContainer(t *testing.T, id string) inspect {
+	t.Helper()
+	out, err := dockerCLI(t, "container", "inspect", id)
+	if err != nil {
+		t.Fatalf("docker inspect %s: %v: %s", id, err, out)
+	}
+	var got []inspect
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+		t.Fatalf("docker inspect output: %v", err)
+	}
+	return got[0]
+}
+
+// TestSecureDefaults checks the container as the engine reports it and as
+// a command inside sees it.
+func TestSecureDefaults(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	c := inspectContainer(t, ws.ContainerID())
+	h := c.HostConfig
+	switch {
+	case c.Config.User != "1000:1000":
+		t.Errorf("user = %q", c.Config.User)
+	case !slices.Equal(h.CapDrop, []string{"ALL"}) || len(h.CapAdd) != 0:
+		t.Errorf("caps: drop %v add %v", h.CapDrop, h.CapAdd)
+	case !slices.Contains(h.SecurityOpt, "no-new-privileges:true"):
+		t.Errorf("security options %v lack no-new-privileges", h.SecurityOpt)
+	case slices.ContainsFunc(h.SecurityOpt, func(s string) bool { return strings.HasPrefix(s, "seccomp") }):
+		t.Errorf("security options %v change the default seccomp profile", h.SecurityOpt)
+	case !h.ReadonlyRootfs:
+		t.Error("root filesystem is writable")
+	case h.NetworkMode != "none":
+		t.Errorf("network mode %q", h.NetworkMode)
+	case h.PidsLimit != docker.DefaultPids:
+		t.Errorf("pids limit %d", h.PidsLimit)
+	case h.Memory != int64(docker.DefaultMemory) || h.MemorySwap != h.Memory:
+		t.Errorf("memory %d, memory+swap %d", h.Memory, h.MemorySwap)
+	case h.NanoCpus != int64(docker.DefaultCPUs*1e9):
+		t.Errorf("nano cpus %d", h.NanoCpus)
+	case !h.Init:
+		t.Error("no init process")
+	case !strings.Contains(h.Tmpfs["/tmp"], "size="+strconv.Itoa(int(docker.DefaultTmpfsSize))):
+		t.Errorf("tmpfs %v", h.Tmpfs)
+	case c.Config.Labels[docker.LabelManaged] != "1" || c.Config.Labels[docker.LabelWorkspace] != ws.ID():
+		t.Errorf("labels %v", c.Config.Labels)
+	}
+	var sawVolume bool
+	for _, m := range c.Mounts {
+		if m.Destination == "/workspace" && m.Type == "volume" && m.RW {
+			sawVolume = true
+		}
+		if m.Destination == docker.InjectedSFTPServer && (m.RW || m.Type != "bind") {
+			t.Errorf("injected sftp server mount is %+v, want read-only bind", m)
+		}
+	}
+	if !sawVolume {
+		t.Errorf("no writable volume at /workspace: %+v", c.Mounts)
+	}
+
+	// From inside: no capabilities, no new privileges, a seccomp filter,
+	// uid 1000, docker-init as PID 1, only loopback, the pids limit.
+	status := sh(t, ws, `grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status`)
+	for _, want := range []string{"Uid:\t1000\t1000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("/proc/self/status lacks %q:\n%s", want, status)
+		}
+	}
+	if got := sh(t, ws, "cat /proc/1/comm"); got != "docker-init\n" {
+		t.Errorf("PID 1 is %q", got)
+	}
+	if got := sh(t, ws, `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`); got != "lo\n" {
+		t.Errorf("network interfaces: %q", got)
+	}
+	if got := sh(t, ws, `cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max`); got != "4096\n" {
+		t.Errorf("pids.max = %q", got)
+	}
+	if got := sh(t, ws, `touch /rootfs-test 2>&1 || echo refused; touch /tmp/ok && echo tmp-ok`); !strings.Contains(got, "Read-only file system") || !strings.Contains(got, "tmp-ok") {
+		t.Errorf("write to / and /tmp: %q", got)
+	}
+}
+
+// TestCreateOptions: lowered limits reach the container; bad options,
+// unknown images and duplicate IDs are refused with the contract's kinds.
+func TestCreateOptions(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, map[string]any{"limits": map[string]any{"memory": "256MiB", "cpus": 0.5, "pids": 100}, "network": "none"})
+	h := inspectContainer(t, ws.ContainerID()).HostConfig
+	if h.Memory != 256<<20 || h.NanoCpus != 5e8 || h.PidsLimit != 100 {
+		t.Errorf("limits not applied: memory %d, nano cpus %d, pids %d", h.Memory, h.NanoCpus, h.PidsLimit)
+	}
+	for _, c := range []struct {
+		opts string
+		kind error
+	}{
+		{`{"imagee":"x"}`, opsapi.ErrInvalid},
+		{`{"limits":{"memory":"1TiB"}}`, opsapi.ErrInvalid},
+		{`{"network":"host"}`, opsapi.ErrInvalid},
+		{`{"image":"busybox:latest"}`, opsapi.ErrInvalid},
+		{`[]`, opsapi.ErrInvalid},
+	} {
+		_, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: newID(t), Options: json.RawMessage(c.opts)})
+		if !errors.Is(err, c.kind) {
+			t.Errorf("options %s: %v, want %v", c.opts, err, c.kind)
+		}
+	}
+	missing := newBackend(t, func(c *docker.Config) { c.AllowedImages = []string{"*"} })
+	_, err := missing.Create(t.Context(), opsapi.WorkspaceSpec{ID: newID(t), Options: json.RawMessage(`{"image":"wsbroker/no-such-image:1"}`)})
+	if !errors.Is(err, opsapi.ErrInvalid) || !strings.Contains(err.Error(), "never pulled") {
+		t.Errorf("missing image: %v", err)
+	}
+	if _, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: ws.ID()}); !errors.Is(err, opsapi.ErrExist) {
+		t.Errorf("duplicate id: %v, want ErrExist", err)
+	}
+	if _, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "../x"}); !errors.Is(err, opsapi.ErrInvalid) {
+		t.Errorf("bad id: %v, want ErrInvalid", err)
+	}
+}
+
+// TestRediscoveryAfterRestart: a second backend (a restarted broker) finds
+// the workspaces by their labels, with their files and creation time, and
+// starts a container that was stopped meanwhile.
+func TestRediscoveryAfterRestart(t *testing.T) {
+	b1 := newBackend(t)
+	ws := create(t, b1, nil)
+	stopped := create(t, b1, nil)
+	if err := ws.WriteFile(t.Context(), "kept.txt", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	b1.Close()
+	if out, err := dockerCLI(t, "stop", "-t", "0", stopped.ContainerID()); err != nil {
+		t.Fatal(out)
+	}
+
+	b2 := newBackend(t)
+	found, err := b2.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := found[ws.ID()].(*docker.Workspace)
+	if !ok {
+		t.Fatalf("List did not find %s (found %d)", ws.ID(), len(found))
+	}
+	if !got.CreatedAt().Equal(ws.CreatedAt()) || got.Root() != "/workspace" || got.ContainerID() != ws.ContainerID() {
+		t.Errorf("rediscovered %s: created %v root %q, want %v /workspace", got.ID(), got.CreatedAt(), got.Root(), ws.CreatedAt())
+	}
+	if out := sh(t, got, "cat kept.txt"); out != "kept" {
+		t.Errorf("file after restart: %q", out)
+	}
+	if _, ok := found[stopped.ID()]; !ok {
+		t.Fatalf("List did not find the stopped workspace %s", stopped.ID())
+	}
+	if !inspectContainer(t, stopped.ContainerID()).State.Running {
+		t.Error("List did not start the stopped container")
+	}
+	if out := sh(t, found[stopped.ID()].(opsapi.BashOperations), "echo back"); out != "back\n" {
+		t.Errorf("stopped workspace after List: %q", out)
+	}
+	again, err := b2.List(t.Context())
+	if err != nil || again[ws.ID()] != found[ws.ID()] {
+		t.Errorf("a second List gave another object for the same workspace (%v)", err)
+	}
+}
+
+// TestDestroyRemovesContainerAndVolume, as the engine sees it.
+func TestDestroyRemovesContainerAndVolume(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	sh(t, ws, "sleep 600 >/dev/null 2>&1 &")
+	if err := ws.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dockerCLI(t, "container", "inspect", ws.ContainerID()); err == nil {
+		t.Errorf("container still exists: %s", out)
+	}
+	if out, err := dockerCLI(t, "volume", "inspect", "wsbroker-"+ws.ID()); err == nil {
+		t.Errorf("volume still exists: %s", out)
+	}
+	if _, err := ws.Stat(t.Context(), "."); !errors.Is(err, opsapi.ErrNotExist) {
+		t.Errorf("Stat after Destroy: %v, want ErrNotExist", err)
+	}
+	if _, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "true"}); !errors.Is(err, opsapi.ErrNotExist) {
+		t.Errorf("Exec after Destroy: %v, want ErrNotExist", err)
+	}
+	if err := ws.Destroy(t.Context()); err != nil {
+		t.Errorf("second Destroy: %v", err)
+	}
+	found, err := b.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := found[ws.ID()]; ok {
+		t.Error("List still finds the destroyed workspace")
+	}
+}
+
+// TestIdleTTLExpiry: an idle workspace is removed by the reaper; one
+// running a command is not, however long the command takes.
+func TestIdleTTLExpiry(t *testing.T) {
+	const ttl = 700 * time.Millisecond
+	b := newBackend(t, func(c *docker.Config) { c.IdleTTL = ttl })
+	idle := create(t, b, nil)
+	busy := create(t, b, nil)
+	res, err := busy.Exec(t.Context(), opsapi.ExecRequest{Command: "sleep 2.5"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command longer than the TTL: %+v, %v", res, err)
+	}
+	if _, err := busy.Stat(t.Context(), "."); err != nil {
+		t.Fatalf("the busy workspace expired under its command: %v", err)
+	}
+	gone := func(ws *docker.Workspace) bool {
+		_, err := dockerCLI(t, "container", "inspect", ws.ContainerID())
+		return err != nil
+	}
+	if !eventually(20*time.Second, func() bool { return gone(idle) && gone(busy) }) {
+		t.Fatal("idle workspaces still exist 20s after their TTL")
+	}
+	if out, err := dockerCLI(t, "volume", "inspect", "wsbroker-"+idle.ID()); err == nil {
+		t.Errorf("volume of the expired workspace still exists: %s", out)
+	}
+	_, err = idle.Stat(t.Context(), ".")
+	if !errors.Is(err, opsapi.ErrNotExist) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Stat after expiry: %v, want ErrNotExist saying expired", err)
+	}
+}
+
+// TestProcWorkdirRejected: the CVE-2024-21626 shape, named directly,
+// relatively or through a link, never runs.
+// Links are resolved by both kinds of server (OpenSSH's realpath, and
+// lstat/readlink over pkg/sftp's).
+func TestProcWorkdirRejected(t *testing.T) {
+	for _, mode := range []string{docker.SFTPImage, docker.SFTPInject} {
+		t.Run(mode, func(t *testing.T) { testProcWorkdir(t, mode) })
+	}
+}
+
+func testProcWorkdir(t *testing.T, mode string) {
+	b := newBackend(t, func(c *docker.Config) { c.SFTPServer = mode })
+	ws := create(t, b, nil)
+	sh(t, ws, "ln -s /proc/self/fd fdlink && mkdir real")
+	for _, cwd := range []string{"/proc/self/fd/7", "/proc", "../proc/self/cwd", "/workspace/../proc/1/cwd", "fdlink", "fdlink/7"} {
+		_, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "touch /workspace/ran", Cwd: cwd})
+		if !errors.Is(err, opsapi.ErrPermission) {
+			t.Errorf("Cwd %q: %v, want ErrPermission", cwd, err)
+		}
+	}
+	if _, err := ws.Stat(t.Context(), "ran"); !errors.Is(err, opsapi.ErrNotExist) {
+		t.Fatalf("a refused command ran (%v)", err)
+	}
+	if out := sh(t, ws, "ls -d /proc/self/fd >/dev/null && echo ok"); out != "ok\n" {
+		t.Errorf("commands may still look at /proc: %q", out)
+	}
+	var out strings.Builder
+	if _, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "pwd", Cwd: "real", Output: &out}); err != nil || out.String() != "/workspace/real\n" {
+		t.Errorf("an ordinary Cwd: %q, %v", out.String(), err)
+	}
+}
+
+// serverPid finds the SFTP server's pid from inside the container.
+func serverPid(t *testing.T, ws *docker.Workspace, name string) string {
+	t.Helper()
+	out, _ := dockerCLI(t, "exec", ws.ContainerID(), "pgrep", "-f", name)
+	return out
+}
+
+// TestSFTPChannelReconnect: the server killed inside the container, the
+// next operations work on a new channel.
+func TestSFTPChannelReconnect(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	if err := ws.WriteFile(t.Context(), "a.txt", strings.NewReader("one")); err != nil {
+		t.Fatal(err)
+	}
+	first := serverPid(t, ws, "sftp-server")
+	if first == "" {
+		t.Fatal("no sftp server running in the container")
+	}
+	if out, err := dockerCLI(t, "exec", ws.ContainerID(), "kill", "-KILL", first); err != nil {
+		t.Fatalf("kill: %v: %s", err, out)
+	}
+	fi, err := ws.Stat(t.Context(), "a.txt")
+	if err != nil || fi.Size != 3 {
+		t.Fatalf("Stat after the server died: %+v, %v", fi, err)
+	}
+	if err := ws.WriteFile(t.Context(), "a.txt", strings.NewReader("two")); err != nil {
+		t.Fatalf("WriteFile after the server died: %v", err)
+	}
+	if got := readAll(t, ws, "a.txt"); got != "two" {
+		t.Errorf("content %q", got)
+	}
+	if second := serverPid(t, ws, "sftp-server"); second == "" || second == first {
+		t.Errorf("server pid before %q, after %q: want a new server", first, second)
+	}
+}
+
+func readAll(t *testing.T, ws opsapi.ReadOperations, p string) string {
+	t.Helper()
+	rc, err := ws.Open(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// noSFTPImage derives an image with no sftp-server from the workspace
+// image (removed as root in a throwaway container, then committed) and
+// removes it when the test ends. The image keeps that container's
+// entrypoint, rm: the backend must replace an image's entrypoint.
+func noSFTPImage(t *testing.T) string {
+	t.Helper()
+	id := strings.ToLower(newID(t))
+	ref := "wsbroker-test/no-sftp:" + id[len(id)-8:]
+	name := "wsbroker-test-build-" + id
+	out, err := dockerCLI(t, "run", "--name", name, "--user", "0", "--entrypoint", "rm", testImage, "-f",
+		"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server")
+	if err == nil {
+		out, err = dockerCLI(t, "commit", "--change", "USER 1000:1000", "--change", `CMD ["-rf", "/workspace"]`, name, ref)
+	}
+	if rmOut, rmErr := dockerCLI(t, "rm", "-f", name); rmErr != nil {
+		t.Errorf("removing %s: %v: %s", name, rmErr, rmOut)
+	}
+	if err != nil {
+		t.Fatalf("building %s: %v: %s", ref, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := dockerCLI(t, "rmi", "-f", ref); err != nil {
+			t.Errorf("removing %s: %v: %s", ref, err, out)
+		}
+	})
+	return ref
+}
+
+// TestImageWithoutSFTPServer: the broker's own server, injected read-only,
+// serves an image that has none; with injection off, file operations
+// fail clearly.
+func TestImageWithoutSFTPServer(t *testing.T) {
+	testutil.RequireImage(t, testImage)
+	ref := noSFTPImage(t)
+	b := newBackend(t, func(c *docker.Config) { c.AllowedImages = []string{"wsbroker-test/*"} })
+	ws := create(t, b, map[string]string{"image": ref})
+	if out := sh(t, ws, "ls /usr/lib/openssh/sftp-server 2>&1 || true"); !strings.Contains(out, "No such file") {
+		t.Fatalf("the derived image still has sftp-server: %q", out)
+	}
+	if err := ws.Mkdir(t.Context(), "d/e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile(t.Context(), "d/e/f.txt", strings.NewReader("served")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, ws, "d/e/f.txt"); got != "served" {
+		t.Errorf("read back %q", got)
+	}
+	if got := sh(t, ws, "cat d/e/f.txt"); got != "served" {
+		t.Errorf("command sees %q", got)
+	}
+	if pid := serverPid(t, ws, docker.InjectedSFTPServer); pid == "" {
+		t.Error("the injected server is not the one running")
+	}
+	if out := sh(t, ws, "echo x > "+docker.InjectedSFTPServer+" 2>&1 || echo refused"); !strings.Contains(out, "refused") {
+		t.Errorf("the injected server is writable: %q", out)
+	}
+
+	imageOnly := newBackend(t, func(c *docker.Config) {
+		c.AllowedImages = []string{"wsbroker-test/*"}
+		c.SFTPServer = docker.SFTPImage
+	})
+	bare := create(t, imageOnly, map[string]string{"image": ref})
+	_, err := bare.Stat(t.Context(), ".")
+	if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "no sftp server") {
+		t.Errorf("Stat without any server: %v, want ErrUnavailable naming the missing server", err)
+	}
+}
+
+// TestNewChecksTheInjectedBinary: a dynamically linked or missing binary
+// is refused at start, before any container gets it.
+func TestNewChecksTheInjectedBinary(t *testing.T) {
+	testutil.RequireCommand(t, "sh")
+	for _, bin := range []string{"/bin/sh", filepath.Join(t.TempDir(), "missing")} {
+		cfg := docker.NewConfig()
+		cfg.SFTPServerBinary = bin
+		if _, err := docker.New(cfg, testutil.Logger(t)); !errors.Is(err, opsapi.ErrInvalid) {
+			t.Errorf("sftpServerBinary %s: %v, want ErrInvalid", bin, err)
+		}
+	}
+	if _, err := os.Stat(sftpBinary); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelKillsTheTreeInside: a canceled command's whole tree, a
+// grandchild in a new session included, is gone from the container, as
+// a second exec (the docker CLI's) sees it.
+func TestCancelKillsTheTreeInside(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type outcome struct {
+		res opsapi.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: `setsid sh -c 'echo $$ > /tmp/gc.pid; exec sleep 600' </dev/null >/dev/null 2>&1 &
+sh -c 'echo $$ > /tmp/child.pid; exec sleep 601' & wait`})
+		done <- outcome{res, err}
+	}()
+	alive := func(file string) bool {
+		_, err := dockerCLI(t, "exec", ws.ContainerID(), "sh", "-c", "kill -0 $(cat "+file+")")
+		return err == nil
+	}
+	if !eventually(20*time.Second, func() bool { return alive("/tmp/gc.pid") && alive("/tmp/child.pid") }) {
+		t.Fatal("the command tree never started")
+	}
+	cancel()
+	select {
+	case o := <-done:
+		if o.err != nil || !o.res.Canceled || o.res.Killed < 2 {
+			t.Fatalf("canceled Exec: %+v, %v", o.res, o.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Exec did not return within 30s of cancel")
+	}
+	if alive("/tmp/gc.pid") || alive("/tmp/child.pid") {
+		t.Error("a process of the canceled tree is still alive")
+	}
+	if out, _ := dockerCLI(t, "exec", ws.ContainerID(), "ps", "-eo", "args"); strings.Contains(out, "sleep 60") {
+		t.Errorf("processes left in the container:\n%s", out)
+	}
+}

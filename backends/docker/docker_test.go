@@ -1,0 +1,16 @@
+package docker_test
+
+import (
+	"testing"
+
+	"github.com/wsbroker/wsbroker/backends/backendtest"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// TestConformance runs the shared suite, one fresh container per case.
+func TestConformance(t *testing.T) {
+	b := newBackend(t)
+	backendtest.Run(t, backendtest.Options{Confined: false, New: func(t *testing.T) opsapi.Workspace {
+		return create(t, b, nil)
+	}})
+}
