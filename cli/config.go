@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/ssh"
 )
 
 // serveConfig is everything `broker serve` can be told. The YAML keys are
@@ -41,6 +43,11 @@ type serveConfig struct {
 	// drainIdle, maxDrain, shell, rgPath); its stateDir defaults to
 	// <stateDir>/local.
 	Local local.Config `yaml:"local"`
+	// SSH configures the ssh backend (package ssh's Config: its own YAML
+	// keys knownHostsFiles, identityFiles, agent, hosts, ...). The
+	// backend is served only when this section is present or an --ssh-*
+	// flag is given; nil means off.
+	SSH *ssh.Config `yaml:"ssh"`
 }
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by
@@ -102,6 +109,52 @@ func (c *CLI) applyEnv(cfg *serveConfig) error {
 type serveFlags struct {
 	config string
 	cfg    serveConfig
+
+	// The ssh backend's flags. Repeated list flags replace the file's
+	// list; --ssh-host adds a host or replaces the file's host of that
+	// name.
+	sshKnownHosts stringList
+	sshIdentities stringList
+	sshHosts      hostList
+	sshAgent      bool
+	sshInsecure   bool
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// hostList is the repeatable --ssh-host flag: name=user@host[:port].
+type hostList map[string]ssh.Host
+
+func (l *hostList) String() string {
+	var parts []string
+	for name, h := range *l {
+		parts = append(parts, name+"="+h.User+"@"+h.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *hostList) Set(v string) error {
+	name, target, ok := strings.Cut(v, "=")
+	user, addr, ok2 := strings.Cut(target, "@")
+	if !ok || !ok2 || name == "" || user == "" || addr == "" {
+		return fmt.Errorf("%q: want name=user@host[:port]", v)
+	}
+	if *l == nil {
+		*l = hostList{}
+	}
+	(*l)[name] = ssh.Host{Address: addr, User: user}
+	return nil
 }
 
 func bindFlags(fs *flag.FlagSet) *serveFlags {
@@ -113,6 +166,11 @@ func bindFlags(fs *flag.FlagSet) *serveFlags {
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default $BROKER_LOG_LEVEL or info)")
 	fs.DurationVar(&f.cfg.ShutdownGrace, "shutdown-grace", 0, "time in-flight requests get to finish on SIGINT/SIGTERM (default 10s)")
 	fs.Int64Var(&f.cfg.MaxUploadBytes, "max-upload-bytes", 0, "largest file upload accepted (default 256 MiB)")
+	fs.Var(&f.sshKnownHosts, "ssh-known-hosts", "ssh backend: known_hosts file host keys are verified against (repeatable; enables the ssh backend)")
+	fs.Var(&f.sshIdentities, "ssh-identity", "ssh backend: private key file to log in with (repeatable; enables the ssh backend)")
+	fs.Var(&f.sshHosts, "ssh-host", "ssh backend: a host workspaces may be created on, name=user@host[:port] (repeatable; enables the ssh backend)")
+	fs.BoolVar(&f.sshAgent, "ssh-agent", false, "ssh backend: also log in with the keys of the ssh-agent at $SSH_AUTH_SOCK (enables the ssh backend)")
+	fs.BoolVar(&f.sshInsecure, "ssh-insecure-ignore-host-key", false, "ssh backend: INSECURE, accept any host key (throwaway labs only; logged loudly)")
 	return f
 }
 
@@ -131,8 +189,39 @@ func (f *serveFlags) apply(fs *flag.FlagSet, cfg *serveConfig) {
 			cfg.ShutdownGrace = f.cfg.ShutdownGrace
 		case "max-upload-bytes":
 			cfg.MaxUploadBytes = f.cfg.MaxUploadBytes
+		case "ssh-known-hosts":
+			sshSection(cfg).KnownHostsFiles = f.sshKnownHosts
+		case "ssh-identity":
+			sshSection(cfg).IdentityFiles = f.sshIdentities
+		case "ssh-agent":
+			if f.sshAgent || cfg.SSH != nil { // =false alone turns nothing on
+				sshSection(cfg).Agent = f.sshAgent
+			}
+		case "ssh-insecure-ignore-host-key":
+			if f.sshInsecure || cfg.SSH != nil {
+				sshSection(cfg).InsecureIgnoreHostKey = f.sshInsecure
+			}
+		case "ssh-host":
+			s := sshSection(cfg)
+			hosts := make(map[string]ssh.Host, len(s.Hosts)+len(f.sshHosts))
+			for name, h := range s.Hosts {
+				hosts[name] = h
+			}
+			for name, h := range f.sshHosts {
+				hosts[name] = h
+			}
+			s.Hosts = hosts
 		}
 	})
+}
+
+// sshSection returns cfg's ssh section, creating an empty one (all
+// defaults) when the file had none: any --ssh-* flag turns the backend on.
+func sshSection(cfg *serveConfig) *ssh.Config {
+	if cfg.SSH == nil {
+		cfg.SSH = &ssh.Config{}
+	}
+	return cfg.SSH
 }
 
 // resolveServeConfig merges defaults, the config file, the environment

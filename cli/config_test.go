@@ -165,6 +165,13 @@ maxUploadBytes: 268435456
 local:                           # the local backend (package local's Config)
   killGrace: 2s
   shell: /bin/bash
+ssh:                             # the ssh backend, only when present (package ssh's Config)
+  knownHostsFiles: [/etc/wsbroker/known_hosts]
+  identityFiles: [/etc/wsbroker/id_ed25519]
+  agent: false                   # also the keys of the ssh-agent at $SSH_AUTH_SOCK
+  insecureIgnoreHostKey: false   # never outside a throwaway lab
+  hosts:
+    vm-01: {address: "10.0.3.11:22", user: agent}
 `
 	path := filepath.Join(t.TempDir(), "broker.yaml")
 	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
@@ -176,5 +183,8 @@ local:                           # the local backend (package local's Config)
 	}
 	if cfg.StateDir != "/var/lib/wsbroker" || cfg.Local.KillGrace != 2*time.Second || cfg.Local.Shell != "/bin/bash" || cfg.MaxUploadBytes != 256<<20 {
 		t.Fatalf("loaded %+v", cfg)
+	}
+	if cfg.SSH == nil || cfg.SSH.Hosts["vm-01"].User != "agent" || cfg.SSH.KnownHostsFiles[0] != "/etc/wsbroker/known_hosts" {
+		t.Fatalf("ssh section loaded as %+v", cfg.SSH)
 	}
 }

@@ -35,6 +35,21 @@
 //	local:                           # the local backend (package local's Config)
 //	  killGrace: 2s
 //	  shell: /bin/bash
+//	ssh:                             # the ssh backend, only when present (package ssh's Config)
+//	  knownHostsFiles: [/etc/wsbroker/known_hosts]
+//	  identityFiles: [/etc/wsbroker/id_ed25519]
+//	  agent: false                   # also the keys of the ssh-agent at $SSH_AUTH_SOCK
+//	  insecureIgnoreHostKey: false   # never outside a throwaway lab
+//	  hosts:
+//	    vm-01: {address: "10.0.3.11:22", user: agent}
+//
+// The local backend is always served. The ssh backend is served when the
+// file has an ssh section or a --ssh-* flag is given: --ssh-known-hosts
+// and --ssh-identity (repeatable, replacing the file's lists), --ssh-host
+// name=user@host[:port] (repeatable, added to the file's hosts),
+// --ssh-agent and --ssh-insecure-ignore-host-key. Its configuration is
+// checked at start: no known_hosts file (unless insecure), no key, or an
+// unreadable file stops serve with an error.
 //
 // SIGINT or SIGTERM stops serve gracefully: it stops accepting, kills
 // running commands, and gives other requests shutdownGrace to finish.

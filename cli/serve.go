@@ -3,13 +3,17 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -43,12 +47,11 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
 	}
 
-	lb, err := local.New(cfg.Local, logger)
+	backends, closeBackends, err := newBackends(cfg, logger)
 	if err != nil {
-		return fmt.Errorf("local backend: %w", err)
+		return err
 	}
-	defer lb.Close()
-	backends := map[string]opsapi.Backend{lb.Name(): lb}
+	defer closeBackends()
 
 	srv, err := broker.New(broker.Config{
 		Addr:           cfg.Listen,
@@ -67,7 +70,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger.Info("broker starting", "listen", ln.Addr().String(), "state_dir", cfg.StateDir,
-		"token_file", cfg.TokenFile, "backends", []string{lb.Name()})
+		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)))
 	// Serve returns after a graceful shutdown: listener closed, running
 	// commands killed, in-flight requests given ShutdownGrace.
 	if err := srv.Serve(ctx, ln); err != nil {
@@ -76,4 +79,32 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	}
 	logger.Info("broker stopped")
 	return nil
+}
+
+// newBackends builds the backends cfg asks for: local always, ssh when
+// its section is configured. The returned func closes them all.
+func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backend, func(), error) {
+	backends := map[string]opsapi.Backend{}
+	var closers []io.Closer
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			c.Close()
+		}
+	}
+	lb, err := local.New(cfg.Local, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("local backend: %w", err)
+	}
+	backends[lb.Name()] = lb
+	closers = append(closers, lb)
+	if cfg.SSH != nil {
+		sb, err := ssh.New(*cfg.SSH, logger)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("ssh backend: %w", err)
+		}
+		backends[sb.Name()] = sb
+		closers = append(closers, sb)
+	}
+	return backends, closeAll, nil
 }
