@@ -167,7 +167,8 @@ func TestCreateOptions(t *testing.T) {
 
 // TestRediscoveryAfterRestart: a second backend (a restarted broker) finds
 // the workspaces by their labels, with their files and creation time, and
-// starts a container that was stopped meanwhile.
+// starts a container that was stopped meanwhile. The workspace keeps the
+// root it was made with, though the configuration changed.
 func TestRediscoveryAfterRestart(t *testing.T) {
 	b1 := newBackend(t)
 	ws := create(t, b1, nil)
@@ -180,7 +181,7 @@ func TestRediscoveryAfterRestart(t *testing.T) {
 		t.Fatal(out)
 	}
 
-	b2 := newBackend(t)
+	b2 := newBackend(t, func(c *docker.Config) { c.WorkspaceDir = "/data" })
 	found, err := b2.List(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ const (
 	LabelManaged   = "wsbroker.managed"    // "1"
 	LabelWorkspace = "wsbroker.workspace"  // the workspace ID
 	LabelCreatedAt = "wsbroker.created-at" // RFC 3339, UTC
+	LabelRoot      = "wsbroker.root"       // the workspace directory
 )
 
 // namePrefix starts the name of every container and volume.
@@ -355,6 +356,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		LabelManaged:   "1",
 		LabelWorkspace: ws.ID,
 		LabelCreatedAt: created.Format(time.RFC3339Nano),
+		LabelRoot:      b.cfg.WorkspaceDir,
 	}
 	if _, err := b.api.ContainerInspect(ctx, name); err == nil {
 		return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
@@ -392,7 +394,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		cleanup()
 		return nil, engineErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, resp.ID, created)
+	w := b.adopt(ws.ID, resp.ID, b.cfg.WorkspaceDir, created)
 	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
 	return w, nil
@@ -446,13 +448,13 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 }
 
 // adopt returns the backend's Workspace for id, making it when new.
-func (b *Backend) adopt(id, cid string, created time.Time) *Workspace {
+func (b *Backend) adopt(id, cid, root string, created time.Time) *Workspace {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.workspaces[id]; ok && w.cid == cid && !w.destroyed.Load() {
 		return w
 	}
-	w := newWorkspace(b, id, cid, created)
+	w := newWorkspace(b, id, cid, root, created)
 	b.workspaces[id] = w
 	return w
 }
@@ -503,7 +505,13 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if err != nil {
 			created = time.Unix(c.Created, 0)
 		}
-		out[id] = b.adopt(id, c.ID, created)
+		// The root the workspace was made with, whatever the
+		// configuration says now.
+		root := c.Labels[LabelRoot]
+		if !path.IsAbs(root) || underProc(root) {
+			root = b.cfg.WorkspaceDir
+		}
+		out[id] = b.adopt(id, c.ID, path.Clean(root), created)
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {

@@ -43,12 +43,12 @@ type Workspace struct {
 	reason    atomic.Value // string: why the workspace is gone
 }
 
-func newWorkspace(b *Backend, id, cid string, created time.Time) *Workspace {
+func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspace {
 	w := &Workspace{
 		b:       b,
 		id:      id,
 		cid:     cid,
-		root:    b.cfg.WorkspaceDir,
+		root:    root,
 		created: created,
 		logger:  b.logger.With("workspace", id),
 		chanSem: make(chan struct{}, 1),

@@ -1,0 +1,121 @@
+package docker_test
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// p50 runs op b.N times and reports the median in ms beside the mean.
+func p50(b *testing.B, op func()) {
+	var d []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		op()
+		d = append(d, time.Since(start))
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
+}
+
+// BenchmarkEngine measures, in one run against the local engine: a small
+// file read and write through the workspace (SFTP over the long-lived
+// exec), bash `true` through Exec (wrapper, one exec), and the raw Docker
+// API baselines: one exec running `true`, and one exec running `cat` per
+// read (what the SFTP channel replaces). Create measures a new workspace
+// until its first command has completed.
+func BenchmarkEngine(b *testing.B) {
+	bk := newBackend(b)
+	ws := create(b, bk, nil)
+	const size = 1024
+	if err := ws.WriteFile(b.Context(), "small.txt", strings.NewReader(strings.Repeat("x", size))); err != nil {
+		b.Fatal(err)
+	}
+	api, err := client.NewClientWithOpts(client.WithHost(docker.DefaultHost), client.WithAPIVersionNegotiation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer api.Close()
+
+	b.Run("SmallFileRead", func(b *testing.B) {
+		p50(b, func() {
+			rc, err := ws.Open(b.Context(), "small.txt")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n, _ := io.Copy(io.Discard, rc); n != size {
+				b.Fatal("short read")
+			}
+			rc.Close()
+		})
+	})
+	b.Run("SmallFileWrite", func(b *testing.B) {
+		p50(b, func() {
+			if err := ws.WriteFile(b.Context(), "w.txt", strings.NewReader(strings.Repeat("y", size))); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("ExecTrue", func(b *testing.B) {
+		p50(b, func() {
+			if res, err := ws.Exec(b.Context(), opsapi.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+		})
+	})
+	b.Run("RawAPIExecTrue", func(b *testing.B) {
+		p50(b, func() { rawExec(b, api, ws.ContainerID(), "true", 0) })
+	})
+	b.Run("RawAPIExecCatPerRead", func(b *testing.B) {
+		p50(b, func() { rawExec(b, api, ws.ContainerID(), "cat /workspace/small.txt", size) })
+	})
+	b.Run("CreateToFirstCommand", func(b *testing.B) {
+		p50(b, func() {
+			w, err := bk.Create(b.Context(), opsapi.WorkspaceSpec{ID: newID(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := w.(opsapi.BashOperations).Exec(b.Context(), opsapi.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			b.StopTimer()
+			if err := w.(opsapi.Destroyer).Destroy(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		})
+	})
+}
+
+// rawExec is one plain Docker API exec round trip: create, attach (which
+// starts it), read to the end, inspect for the exit code.
+func rawExec(b *testing.B, api *client.Client, cid, command string, want int64) {
+	ctx := b.Context()
+	ex, err := api.ContainerExecCreate(ctx, cid, container.ExecOptions{Cmd: []string{"sh", "-c", command}, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hj, err := api.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := stdcopy.StdCopy(io.Discard, io.Discard, hj.Reader)
+	hj.Close()
+	if err != nil || n != want {
+		b.Fatalf("read %d bytes, %v", n, err)
+	}
+	ins, err := api.ContainerExecInspect(ctx, ex.ID)
+	if err != nil || ins.ExitCode != 0 {
+		b.Fatal(ins, err)
+	}
+}
