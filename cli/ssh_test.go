@@ -171,7 +171,11 @@ func TestServeSSHBackendReachesHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.(opsapi.Destroyer).Destroy(context.Background())
+	t.Cleanup(func() {
+		if err := ws.(opsapi.Destroyer).Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	var out bytes.Buffer
 	res, err := ws.(opsapi.BashOperations).Exec(t.Context(), opsapi.ExecRequest{Command: "id -un; pwd", Output: &out})
 	if err != nil || res.ExitCode != 0 || out.String() != srv.User+"\n"+ws.Root()+"\n" {

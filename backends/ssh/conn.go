@@ -154,7 +154,7 @@ func (h *host) connect() (*conn, error) {
 		return nil, opsapi.E(op, h.addr, opsapi.ErrUnavailable, err)
 	}
 	// The handshake gets the same bound as the dial.
-	nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
+	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout)) // a failure shows as the handshake failing
 	sc, chans, reqs, err := ssh.NewClientConn(nc, h.addr, cc)
 	if err != nil {
 		nc.Close()
@@ -172,7 +172,7 @@ func (h *host) connect() (*conn, error) {
 		}
 		return nil, opsapi.E(op, h.addr, opsapi.ErrUnavailable, err)
 	}
-	nc.SetDeadline(time.Time{})
+	_ = nc.SetDeadline(time.Time{})
 	client := ssh.NewClient(sc, chans, reqs)
 	fail := func(err error) (*conn, error) {
 		client.Close()

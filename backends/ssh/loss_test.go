@@ -27,7 +27,7 @@ func create(t *testing.T, b *ssh.Backend, srv *sshtest.Server) opsapi.Operations
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ws.(opsapi.Destroyer).Destroy(context.Background()) })
+	t.Cleanup(func() { _ = ws.(opsapi.Destroyer).Destroy(context.Background()) })
 	return ws.(opsapi.Operations)
 }
 
@@ -136,14 +136,18 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 	srv := sshtest.Start(t)
 	other := sshtest.Start(t) // its host key is not srv's
 	kh := filepath.Join(t.TempDir(), "known_hosts")
-	os.WriteFile(kh, []byte(knownhosts.Line([]string{srv.Addr}, other.HostKey)+"\n"), 0o644)
+	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{srv.Addr}, other.HostKey)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := newBackend(t, srv, func(c *ssh.Config) { c.KnownHostsFiles = []string{kh} })
 	_, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "x", Options: rootOpts(srv, srv.WorkDir(t)+"/ws")})
 	if !errors.Is(err, opsapi.ErrPermission) || !strings.Contains(err.Error(), "MISMATCH") {
 		t.Fatalf("Create with a mismatching host key: %v", err)
 	}
 	empty := filepath.Join(t.TempDir(), "empty")
-	os.WriteFile(empty, nil, 0o644)
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b = newBackend(t, srv, func(c *ssh.Config) { c.KnownHostsFiles = []string{empty} })
 	_, err = b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "x", Options: rootOpts(srv, srv.WorkDir(t)+"/ws")})
 	if !errors.Is(err, opsapi.ErrPermission) || !strings.Contains(err.Error(), "unknown host key") {

@@ -163,7 +163,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	if stopped || perr != nil {
 		s.Close() // rg dies of SIGPIPE at its next write
 	}
-	io.Copy(io.Discard, stdout)
+	_, _ = io.Copy(io.Discard, stdout)
 	st, werr := exitStatus(s.Wait())
 	if err := ctx.Err(); err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)

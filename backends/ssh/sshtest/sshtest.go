@@ -229,7 +229,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("start sshd: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }() // sshd killed by the test is the normal end
 	s.mu.Lock()
 	s.cmd, s.log = cmd, log
 	s.mu.Unlock()
@@ -246,7 +246,7 @@ func (s *Server) start() error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			return fmt.Errorf("sshd not listening on %s after 10s: %v", s.Addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -267,7 +267,7 @@ func (s *Server) Kill() {
 	}
 	pids := append([]int{cmd.Process.Pid}, sshdDescendants(cmd.Process.Pid)...)
 	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGKILL)
+		_ = syscall.Kill(p, syscall.SIGKILL) // it may have exited already
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
@@ -387,7 +387,9 @@ func (s *Server) WorkDir(t testing.TB) string {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chown(base, uid, gid)
+	if err := os.Chown(base, uid, gid); err != nil {
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp(base, "w-")
 	if err != nil {
 		t.Fatal(err)
