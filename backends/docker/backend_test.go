@@ -123,8 +123,9 @@ func TestSecureDefaults(t *testing.T) {
 	if got := sh(t, ws, `cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max`); got != "4096\n" {
 		t.Errorf("pids.max = %q", got)
 	}
-	if got := sh(t, ws, `touch /rootfs-test 2>&1 || echo refused; touch /tmp/ok && echo tmp-ok`); !strings.Contains(got, "Read-only file system") || !strings.Contains(got, "tmp-ok") {
-		t.Errorf("write to / and /tmp: %q", got)
+	got := sh(t, ws, `touch /rootfs-test 2>&1 || echo refused; touch /tmp/ok && echo tmp-ok; touch "$HOME/.ok" && echo home-ok`)
+	if !strings.Contains(got, "Read-only file system") || !strings.Contains(got, "tmp-ok") || !strings.Contains(got, "home-ok") {
+		t.Errorf("write to /, /tmp and $HOME: %q", got)
 	}
 }
 

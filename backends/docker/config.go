@@ -46,8 +46,11 @@ type Config struct {
 	// included, so a fork bomb stops there. A request may ask for less.
 	// Default 4096.
 	Pids int64 `json:"pids" yaml:"pids"`
-	// TmpfsSize bounds the tmpfs mounted at /tmp (the root filesystem is
-	// read-only). Default 256 MiB.
+	// TmpfsSize bounds each tmpfs: the one at /tmp and, when the root
+	// filesystem is read-only and the image sets HOME, the one at HOME (so
+	// git, compilers and package managers can keep their configuration
+	// and caches; it starts empty). Both count against Memory. Default
+	// 256 MiB.
 	TmpfsSize ByteSize `json:"tmpfsSize" yaml:"tmpfsSize"`
 	// Network is the container's network mode. Default "none": no network
 	// at all. Any other value ("bridge", a user network) is logged at

@@ -91,6 +91,36 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
+func TestHomeTmpfs(t *testing.T) {
+	b := &Backend{cfg: NewConfig()}
+	for _, c := range []struct {
+		env  []string
+		want string // the home tmpfs options' owner part, "" for none
+	}{
+		{[]string{"PATH=/bin", "HOME=/home/agent"}, "uid=1000,gid=1000"},
+		{[]string{"HOME=/"}, ""},
+		{[]string{"HOME=/workspace"}, ""},
+		{[]string{"HOME=/workspace/me"}, ""},
+		{[]string{"HOME=/proc/self/cwd"}, ""},
+		{[]string{"HOME=relative"}, ""},
+		{nil, ""},
+	} {
+		m := b.tmpfs(homeOf(c.env))
+		if !strings.Contains(m["/tmp"], "size=268435456") {
+			t.Errorf("/tmp tmpfs %q", m["/tmp"])
+		}
+		home := ""
+		for k, v := range m {
+			if k != "/tmp" {
+				home = v
+			}
+		}
+		if (c.want == "") != (home == "") || !strings.Contains(home, c.want) {
+			t.Errorf("env %v: home tmpfs %q, want one with %q", c.env, home, c.want)
+		}
+	}
+}
+
 func TestResolveOptions(t *testing.T) {
 	b := &Backend{cfg: NewConfig()}
 	b.cfg.AllowedImages = []string{"wsbroker/*"}

@@ -260,6 +260,7 @@ type spec struct {
 	cpus    float64
 	pids    int64
 	network string
+	home    string // the image's HOME, "" when it sets none
 }
 
 // resolve checks o against the configuration.
@@ -343,11 +344,15 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
-	if _, err := b.api.ImageInspect(ctx, s.image); err != nil {
+	img, err := b.api.ImageInspect(ctx, s.image)
+	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, opsapi.E(op, s.image, opsapi.ErrInvalid, fmt.Errorf("image %q is not present on the engine (images are never pulled)", s.image))
 		}
 		return nil, engineErr(op, ws.ID, err)
+	}
+	if img.Config != nil {
+		s.home = homeOf(img.Config.Env)
 	}
 
 	name := namePrefix + ws.ID
@@ -435,7 +440,7 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 		ReadonlyRootfs: !c.WritableRootfs,
 		IpcMode:        container.IPCModePrivate,
 		Init:           &init,
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", int64(c.TmpfsSize))},
+		Tmpfs:          b.tmpfs(s.home),
 		Mounts:         mounts,
 		Resources: container.Resources{
 			Memory:     s.memory,
@@ -445,6 +450,51 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 		},
 	}
 	return cc, hc
+}
+
+// tmpfs is the container's tmpfs mounts: /tmp, and home when the root
+// filesystem is read-only (else HOME would be unwritable) and home is a
+// directory of its own.
+func (b *Backend) tmpfs(home string) map[string]string {
+	size := int64(b.cfg.TmpfsSize)
+	m := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", size)}
+	if b.cfg.WritableRootfs || home == "" || home == "/tmp" || opsapi.Within(home, b.cfg.WorkspaceDir) || opsapi.Within(b.cfg.WorkspaceDir, home) {
+		return m
+	}
+	opts := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0755", size)
+	if uid, gid, ok := strings.Cut(b.cfg.User, ":"); ok && isNumber(uid) && isNumber(gid) {
+		opts += ",uid=" + uid + ",gid=" + gid
+	} else if isNumber(b.cfg.User) {
+		opts += ",uid=" + b.cfg.User
+	} else {
+		opts = fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", size)
+	}
+	m[home] = opts
+	return m
+}
+
+// homeOf is HOME from an image's environment, when it is a clean absolute
+// path other than / and outside /proc, /sys and /dev.
+func homeOf(env []string) string {
+	for _, kv := range env {
+		if h, ok := strings.CutPrefix(kv, "HOME="); ok {
+			if !path.IsAbs(h) || path.Clean(h) != h || h == "/" || underProc(h) ||
+				opsapi.Within("/sys", h) || opsapi.Within("/dev", h) {
+				return ""
+			}
+			return h
+		}
+	}
+	return ""
+}
+
+func isNumber(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // adopt returns the backend's Workspace for id, making it when new.
