@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -481,5 +482,47 @@ sh -c 'echo $$ > /tmp/child.pid; exec sleep 601' & wait`})
 	}
 	if out, _ := dockerCLI(t, "exec", ws.ContainerID(), "ps", "-eo", "args"); strings.Contains(out, "sleep 60") {
 		t.Errorf("processes left in the container:\n%s", out)
+	}
+}
+
+// TestCloseLeavesNoGoroutines: a backend that made and used workspaces
+// (files, commands, a search cut short, a canceled command) leaves no
+// goroutine behind once they are destroyed and it is closed.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	testutil.RequireImage(t, testImage)
+	before := runtime.NumGoroutine()
+	cfg := docker.NewConfig()
+	cfg.SFTPServerBinary = sftpBinary
+	cfg.IdleTTL = time.Hour
+	b, err := docker.New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: newID(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ws.(*docker.Workspace)
+	if err := w.WriteFile(t.Context(), "f.txt", strings.NewReader(strings.Repeat("match\n", 500))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Search(t.Context(), opsapi.SearchRequest{Pattern: "match", Path: ".", Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, w, "sleep 30 & echo bg")
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if res, err := w.Exec(ctx, opsapi.ExecRequest{Command: "sleep 60"}); err != nil || !res.Canceled {
+		t.Fatalf("canceled command: %+v, %v", res, err)
+	}
+	if err := w.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(15*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 }

@@ -66,6 +66,23 @@ func BenchmarkEngine(b *testing.B) {
 			}
 		})
 	})
+	b.Run("Read8MiB", func(b *testing.B) {
+		const big = 8 << 20
+		if err := ws.WriteFile(b.Context(), "big.bin", strings.NewReader(strings.Repeat("z", big))); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(big)
+		p50(b, func() {
+			rc, err := ws.Open(b.Context(), "big.bin")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n, _ := io.Copy(io.Discard, rc); n != big {
+				b.Fatal("short read")
+			}
+			rc.Close()
+		})
+	})
 	b.Run("ExecTrue", func(b *testing.B) {
 		p50(b, func() {
 			if res, err := ws.Exec(b.Context(), opsapi.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {

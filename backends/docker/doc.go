@@ -33,9 +33,11 @@
 //
 //   - User 1000:1000, all capabilities dropped, no-new-privileges: a
 //     command cannot gain privileges even through a setuid binary.
-//   - Read-only root filesystem; only the workspace volume and a
-//     size-limited tmpfs at /tmp are writable, so nothing the agent does
-//     outlives the workspace or fills the engine's disk through /tmp.
+//   - Read-only root filesystem; only the workspace volume and
+//     size-limited tmpfs mounts at /tmp and at the image's HOME are
+//     writable, so nothing the agent does outlives the workspace or fills
+//     the engine's disk outside its volume, while git, compilers and
+//     package managers still find a writable home.
 //   - Network none: nothing reaches the network or the host's services.
 //   - Memory (no swap), CPU and pids limits, from the configuration; a
 //     create request may lower them, never raise them. The pids limit
