@@ -162,6 +162,20 @@ func TestCreateOptions(t *testing.T) {
 	if _, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: ws.ID()}); !errors.Is(err, opsapi.ErrExist) {
 		t.Errorf("duplicate id: %v, want ErrExist", err)
 	}
+	// A volume left behind under the name a new workspace would use is
+	// never handed to it.
+	leftover := newID(t)
+	if out, err := dockerCLI(t, "volume", "create", "wsbroker-"+leftover); err != nil {
+		t.Fatal(out)
+	}
+	t.Cleanup(func() {
+		if out, err := dockerCLI(t, "volume", "rm", "wsbroker-"+leftover); err != nil {
+			t.Errorf("removing the leftover volume: %s", out)
+		}
+	})
+	if _, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: leftover}); !errors.Is(err, opsapi.ErrExist) {
+		t.Errorf("id of a leftover volume: %v, want ErrExist", err)
+	}
 	if _, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "../x"}); !errors.Is(err, opsapi.ErrInvalid) {
 		t.Errorf("bad id: %v, want ErrInvalid", err)
 	}

@@ -368,6 +368,13 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	} else if !cerrdefs.IsNotFound(err) {
 		return nil, engineErr(op, ws.ID, err)
 	}
+	// VolumeCreate would hand back an existing volume as it is: never
+	// give a new workspace the files of an old one.
+	if _, err := b.api.VolumeInspect(ctx, name); err == nil {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, fmt.Errorf("volume %s exists (left by an earlier workspace)", name))
+	} else if !cerrdefs.IsNotFound(err) {
+		return nil, engineErr(op, ws.ID, err)
+	}
 	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
 		return nil, engineErr(op, ws.ID, err)
 	}
