@@ -439,6 +439,15 @@ func TestImageWithoutSFTPServer(t *testing.T) {
 	if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "no sftp server") {
 		t.Errorf("Stat without any server: %v, want ErrUnavailable naming the missing server", err)
 	}
+	// Commands do not need the channel; /proc stays refused without it.
+	sh(t, bare, "mkdir -p sub")
+	var out strings.Builder
+	if _, err := bare.Exec(t.Context(), opsapi.ExecRequest{Command: "pwd", Cwd: "sub", Output: &out}); err != nil || out.String() != "/workspace/sub\n" {
+		t.Errorf("Exec in sub without a channel: %q, %v", out.String(), err)
+	}
+	if _, err := bare.Exec(t.Context(), opsapi.ExecRequest{Command: "true", Cwd: "/proc/self/fd/7"}); !errors.Is(err, opsapi.ErrPermission) {
+		t.Errorf("Exec in /proc without a channel: %v, want ErrPermission", err)
+	}
 }
 
 // TestNewChecksTheInjectedBinary: a dynamically linked or missing binary
