@@ -23,7 +23,7 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the broker and runs every scenario for a few seconds")
 	}
-	testutil.RequireCommand(t, "go", "bash", "head", "base64")
+	testutil.RequireCommand(t, "go", "bash", "head", "base64", "rg")
 	cfg := quickConfig(defaultConfig(), nil)
 	cfg.Duration = 2 * time.Second
 	cfg.OpTime = 20 * time.Millisecond
