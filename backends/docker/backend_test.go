@@ -549,3 +549,30 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestForkBombIsKilledAtTimeout: a fork bomb stops at the pids limit, and
+// at its deadline the whole bomb dies even though the kill script cannot
+// fork any more (the builtin-only killer takes over), in its own process
+// group or in new sessions; the next command runs.
+func TestForkBombIsKilledAtTimeout(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, map[string]any{"limits": map[string]any{"pids": 200}})
+	for _, bomb := range []string{
+		`bomb() { bomb | bomb & }; bomb; sleep 100`,
+		`setsid bash -c 'bomb() { setsid bash -c "$(declare -f bomb); bomb" & bomb & }; bomb' & sleep 100`,
+	} {
+		start := time.Now()
+		res, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: bomb, Timeout: 3 * time.Second})
+		if err != nil || !res.TimedOut || res.Killed < 10 {
+			t.Fatalf("fork bomb %q: %+v, %v", bomb, res, err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("the bomb took %v to kill", d)
+		}
+		// init, the main process, the SFTP server, this command's own.
+		out := sh(t, ws, "ps -e --no-headers | wc -l")
+		if n, err := strconv.Atoi(strings.TrimSpace(out)); err != nil || n > 12 {
+			t.Errorf("%q processes left after killing %q", out, bomb)
+		}
+	}
+}
