@@ -576,3 +576,19 @@ func TestForkBombIsKilledAtTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMIsReported: a command that outgrows the memory limit is killed by
+// the kernel inside the container, and the result says so; the next
+// command runs.
+func TestOOMIsReported(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, map[string]any{"limits": map[string]any{"memory": "64MiB"}})
+	res, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: `x=$(head -c 200M /dev/zero | tr '\0' a); echo ${#x}`})
+	if err != nil || !res.OOMKilled {
+		t.Fatalf("memory hog: %+v, %v; want OOMKilled", res, err)
+	}
+	res, err = ws.Exec(t.Context(), opsapi.ExecRequest{Command: "true"})
+	if err != nil || res.OOMKilled || res.ExitCode != 0 {
+		t.Fatalf("the next command: %+v, %v", res, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type Workspace struct {
 	inflight  atomic.Int64
 	destroyed atomic.Bool
 	reason    atomic.Value // string: why the workspace is gone
+	oomPath   atomic.Value // string: the OOM counter file that answered
 }
 
 func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspace {
@@ -297,7 +299,57 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 			return opsapi.ExecResult{}, err
 		}
 	}
-	return w.runner.Exec(ctx, req, cwd)
+	// The container's OOM kill counter, read while the exec starts and
+	// again at its end, tells whether the kernel's OOM killer struck
+	// meanwhile (in this command, or in one running beside it).
+	before := make(chan int64, 1)
+	go func() { before <- w.oomKills(ctx) }()
+	res, err := w.runner.Exec(ctx, req, cwd)
+	if b := <-before; err == nil && b >= 0 {
+		if a := w.oomKills(context.WithoutCancel(ctx)); a > b {
+			res.OOMKilled = true
+		}
+	}
+	return res, err
+}
+
+// oomCounters are where a container sees its memory cgroup's OOM kill
+// count: cgroup v2, then v1.
+var oomCounters = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
+
+// oomKills reads the container's OOM kill count over the SFTP channel;
+// -1 when it cannot be read.
+func (w *Workspace) oomKills(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fs, err := w.files(ctx, "docker.oom", "")
+	if err != nil {
+		return -1
+	}
+	paths := oomCounters
+	if p, ok := w.oomPath.Load().(string); ok {
+		paths = []string{p}
+	}
+	for _, p := range paths {
+		rc, err := fs.Open(ctx, p)
+		if err != nil {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, 4096))
+		rc.Close()
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					w.oomPath.Store(p)
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // checkCwd resolves the links of cwd inside the container and refuses a
