@@ -37,12 +37,18 @@
 // RSS and CPU of the process doing the work (the broker process for HTTP
 // rows; the harness itself for the others). Ratios are printed per
 // backend, HTTP/in-process and in-process/raw, and the targets
-// are printed as PASS or FAIL. Targets are never asserted in unit tests: machines are noisy.
+// are printed as PASS or FAIL (with a note when the run's conditions
+// differ from the target's, as in -quick). Targets are never asserted in
+// unit tests: machines are noisy, and the load average printed with the
+// table says how much of the machine a run had.
+//
+// Each scenario gets a fresh session of each target, so a broker's peak
+// RSS belongs to that scenario alone.
 //
 // # Flags
 //
 //	-duration 30s   length of load.mixed
-//	-quick          3 s load, short per-op runs, small stream (smoke test)
+//	-quick          3 s load, 0.2 s per latency row, 64 MiB stream
 //	-json file      also write the report as JSON
 //	-only regexp    run only the rows whose name matches
 //	-targets regexp run only on the targets whose name matches
