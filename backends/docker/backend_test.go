@@ -262,11 +262,11 @@ func TestDestroyRemovesContainerAndVolume(t *testing.T) {
 // TestIdleTTLExpiry: an idle workspace is removed by the reaper; one
 // running a command is not, however long the command takes.
 func TestIdleTTLExpiry(t *testing.T) {
-	const ttl = 700 * time.Millisecond
+	const ttl = 1500 * time.Millisecond
 	b := newBackend(t, func(c *docker.Config) { c.IdleTTL = ttl })
 	idle := create(t, b, nil)
 	busy := create(t, b, nil)
-	res, err := busy.Exec(t.Context(), opsapi.ExecRequest{Command: "sleep 2.5"})
+	res, err := busy.Exec(t.Context(), opsapi.ExecRequest{Command: "sleep 4"})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("a command longer than the TTL: %+v, %v", res, err)
 	}
