@@ -64,7 +64,9 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	// rg gets no HOME: it must not read a global gitignore from a
 	// directory the workspace controls.
 	cmd.Env = []string{"PATH=" + basePath, "LANG=C.UTF-8", "HOME=/nonexistent"}
-	cmd.WaitDelay = time.Second
+	// rg starts no children, so its pipes close when it exits; the delay
+	// only bounds a copy goroutine that a loaded machine schedules late.
+	cmd.WaitDelay = 10 * time.Second
 	fileName := ""
 	switch {
 	case fi.IsDir():
@@ -102,6 +104,11 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	}
 	if perr != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, perr)
+	}
+	if errors.Is(werr, exec.ErrWaitDelay) {
+		// rg exited 0; only its stderr copy was late, and stderr
+		// carries nothing a successful search needs.
+		werr = nil
 	}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
