@@ -242,3 +242,26 @@ type Operations interface {
 	FindOperations
 	LsOperations
 }
+
+// NewFileInfo describes fi under name. symlink records that the path
+// itself is a link; fi describes what it resolved to (a link that could
+// not be followed keeps its own mode and becomes TypeSymlink).
+func NewFileInfo(name string, fi fs.FileInfo, symlink bool) FileInfo {
+	t := TypeOther
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		t = TypeFile
+	case m.IsDir():
+		t = TypeDir
+	case m&fs.ModeSymlink != 0:
+		t = TypeSymlink
+	}
+	return FileInfo{
+		Name:    name,
+		Type:    t,
+		Size:    fi.Size(),
+		Mode:    fi.Mode().Perm(),
+		ModTime: fi.ModTime(),
+		Symlink: symlink,
+	}
+}

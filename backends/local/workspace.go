@@ -287,36 +287,16 @@ func (w *Workspace) describe(lcanon, name string) (opsapi.FileInfo, error) {
 		return opsapi.FileInfo{}, err
 	}
 	if lfi.Mode()&fs.ModeSymlink == 0 {
-		return fileInfo(name, lfi, false), nil
+		return opsapi.NewFileInfo(name, lfi, false), nil
 	}
 	canon, err := w.resolve(lcanon, true, false)
 	if err == nil {
 		var fi fs.FileInfo
 		if fi, err = w.fsroot.Stat(canon); err == nil {
-			return fileInfo(name, fi, true), nil
+			return opsapi.NewFileInfo(name, fi, true), nil
 		}
 	}
-	return fileInfo(name, lfi, true), nil
-}
-
-func fileInfo(name string, fi fs.FileInfo, symlink bool) opsapi.FileInfo {
-	t := opsapi.TypeOther
-	switch m := fi.Mode(); {
-	case m.IsRegular():
-		t = opsapi.TypeFile
-	case m.IsDir():
-		t = opsapi.TypeDir
-	case m&fs.ModeSymlink != 0:
-		t = opsapi.TypeSymlink
-	}
-	return opsapi.FileInfo{
-		Name:    name,
-		Type:    t,
-		Size:    fi.Size(),
-		Mode:    fi.Mode().Perm(),
-		ModTime: fi.ModTime(),
-		Symlink: symlink,
-	}
+	return opsapi.NewFileInfo(name, lfi, true), nil
 }
 
 // ReadDir lists p (following links inside the root to get there), sorted

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"slices"
@@ -411,32 +410,12 @@ func (f *FS) Stat(ctx context.Context, p string) (opsapi.FileInfo, error) {
 // it when it is a link.
 func describe(c *sftp.Client, abs, name string, lfi os.FileInfo) opsapi.FileInfo {
 	if !isLink(lfi) {
-		return fileInfo(name, lfi, false)
+		return opsapi.NewFileInfo(name, lfi, false)
 	}
 	if fi, err := c.Stat(abs); err == nil {
-		return fileInfo(name, fi, true)
+		return opsapi.NewFileInfo(name, fi, true)
 	}
-	return fileInfo(name, lfi, true)
-}
-
-func fileInfo(name string, fi os.FileInfo, symlink bool) opsapi.FileInfo {
-	t := opsapi.TypeOther
-	switch m := fi.Mode(); {
-	case m.IsRegular():
-		t = opsapi.TypeFile
-	case m.IsDir():
-		t = opsapi.TypeDir
-	case m&fs.ModeSymlink != 0:
-		t = opsapi.TypeSymlink
-	}
-	return opsapi.FileInfo{
-		Name:    name,
-		Type:    t,
-		Size:    fi.Size(),
-		Mode:    fi.Mode().Perm(),
-		ModTime: fi.ModTime(),
-		Symlink: symlink,
-	}
+	return opsapi.NewFileInfo(name, lfi, true)
 }
 
 // ReadDir lists p, sorted by name, each entry described as Stat would. A
