@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 )
@@ -48,6 +49,12 @@ type serveConfig struct {
 	// backend is served only when this section is present or an --ssh-*
 	// flag is given; nil means off.
 	SSH *ssh.Config `yaml:"ssh"`
+	// Docker configures the docker backend (package docker's Config: its
+	// own YAML keys host, defaultImage, memory, network, idleTTL, ...).
+	// The backend is served only when this section is present or
+	// --docker/--docker-host is given; nil means off, so a zero-config
+	// start needs no engine.
+	Docker *docker.Config `yaml:"docker"`
 }
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by
@@ -118,6 +125,10 @@ type serveFlags struct {
 	sshHosts      hostList
 	sshAgent      bool
 	sshInsecure   bool
+
+	// The docker backend's flags.
+	docker     bool
+	dockerHost string
 }
 
 // stringList is a repeatable string flag.
@@ -170,6 +181,8 @@ func bindFlags(fs *flag.FlagSet) *serveFlags {
 	fs.Var(&f.sshIdentities, "ssh-identity", "ssh backend: private key file to log in with (repeatable; enables the ssh backend)")
 	fs.Var(&f.sshHosts, "ssh-host", "ssh backend: a host workspaces may be created on, name=user@host[:port] (repeatable; enables the ssh backend)")
 	fs.BoolVar(&f.sshAgent, "ssh-agent", false, "ssh backend: also log in with the keys of the ssh-agent at $SSH_AUTH_SOCK (enables the ssh backend)")
+	fs.BoolVar(&f.docker, "docker", false, "enable the docker backend with its defaults (engine at unix:///var/run/docker.sock, image wsbroker/workspace:current)")
+	fs.StringVar(&f.dockerHost, "docker-host", "", "docker backend: the engine's address, unix:///path or tcp://host:port (enables the docker backend; DOCKER_HOST is not read)")
 	fs.BoolVar(&f.sshInsecure, "ssh-insecure-ignore-host-key", false, "ssh backend: INSECURE, accept any host key (throwaway labs only; logged loudly)")
 	return f
 }
@@ -201,6 +214,18 @@ func (f *serveFlags) apply(fs *flag.FlagSet, cfg *serveConfig) {
 			if f.sshInsecure || cfg.SSH != nil {
 				sshSection(cfg).InsecureIgnoreHostKey = f.sshInsecure
 			}
+		case "docker":
+			switch {
+			case !f.docker:
+				cfg.Docker = nil // --docker=false turns the file's section off
+			case cfg.Docker == nil:
+				cfg.Docker = &docker.Config{} // all defaults
+			}
+		case "docker-host":
+			if cfg.Docker == nil {
+				cfg.Docker = &docker.Config{}
+			}
+			cfg.Docker.Host = f.dockerHost
 		case "ssh-host":
 			s := sshSection(cfg)
 			hosts := make(map[string]ssh.Host, len(s.Hosts)+len(f.sshHosts))

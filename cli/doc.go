@@ -42,6 +42,12 @@
 //	  insecureIgnoreHostKey: false   # never outside a throwaway lab
 //	  hosts:
 //	    vm-01: {address: "10.0.3.11:22", user: agent}
+//	docker:                          # the docker backend, only when present (package docker's Config); {} for all defaults
+//	  host: unix:///var/run/docker.sock
+//	  defaultImage: wsbroker/workspace:current
+//	  memory: 2GiB
+//	  network: none
+//	  idleTTL: 24h
 //
 // The local backend is always served. The ssh backend is served when the
 // file has an ssh section or a --ssh-* flag is given: --ssh-known-hosts
@@ -50,6 +56,14 @@
 // --ssh-agent and --ssh-insecure-ignore-host-key. Its configuration is
 // checked at start: no known_hosts file (unless insecure), no key, or an
 // unreadable file stops serve with an error.
+//
+// The docker backend is served when the file has a docker section or
+// --docker or --docker-host is given (--docker=false turns the file's
+// section off). serve then connects to the engine at start and stops with
+// an error when it does not answer; without either, no engine is needed.
+// The injected SFTP server, wsb-sftp-server (make build puts it in bin/
+// beside the broker), is looked for beside the broker's executable, then
+// on PATH.
 //
 // SIGINT or SIGTERM stops serve gracefully: it stops accepting, kills
 // running commands, and gives other requests shutdownGrace to finish.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/broker"
@@ -82,7 +83,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 }
 
 // newBackends builds the backends cfg asks for: local always, ssh when
-// its section is configured. The returned func closes them all.
+// its section is configured, docker likewise. The returned func closes them all.
 func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backend, func(), error) {
 	backends := map[string]opsapi.Backend{}
 	var closers []io.Closer
@@ -105,6 +106,15 @@ func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backen
 		}
 		backends[sb.Name()] = sb
 		closers = append(closers, sb)
+	}
+	if cfg.Docker != nil {
+		db, err := docker.New(*cfg.Docker, logger)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("docker backend: %w", err)
+		}
+		backends[db.Name()] = db
+		closers = append(closers, db)
 	}
 	return backends, closeAll, nil
 }

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// buildSFTPServer builds cmd/wsb-sftp-server static into a temporary
+// directory, as make build puts it beside the broker.
+func buildSFTPServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), docker.SFTPServerName)
+	build := exec.Command("go", "build", "-o", bin, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building wsb-sftp-server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestServeDockerConfig: the docker section and flags are read into
+// docker.Config, and without either the backend is off (so a zero-config
+// start needs no engine). Nothing here reaches the engine.
+func TestServeDockerConfig(t *testing.T) {
+	resolve := func(t *testing.T, file string, flags ...string) serveConfig {
+		t.Helper()
+		dir := t.TempDir()
+		env := map[string]string{"HOME": dir, "BROKER_STATE_DIR": filepath.Join(dir, "state")}
+		if file != "" {
+			env["BROKER_CONFIG"] = filepath.Join(dir, "broker.yaml")
+			if err := os.WriteFile(env["BROKER_CONFIG"], []byte(file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := &CLI{Stderr: &strings.Builder{}, Getenv: envMap(env)}
+		fs := c.flagSet("serve", "")
+		f := bindFlags(fs)
+		if err := parse(fs, flags); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := c.resolveServeConfig(fs, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Run("none", func(t *testing.T) {
+		if cfg := resolve(t, "logLevel: info\n"); cfg.Docker != nil {
+			t.Fatalf("docker section %+v without one in the file", cfg.Docker)
+		}
+		_, backends, err := serveBackends(t, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := backends["docker"]; ok || len(backends) != 1 {
+			t.Fatalf("backends %v: want only local in a zero-config start", backends)
+		}
+	})
+	t.Run("file", func(t *testing.T) {
+		cfg := resolve(t, "docker:\n  host: tcp://10.0.0.5:2376\n  memory: 512MiB\n  idleTTL: 1h\n  allowedImages: [\"wsbroker/*\"]\n")
+		if cfg.Docker == nil || cfg.Docker.Host != "tcp://10.0.0.5:2376" || cfg.Docker.Memory != 512<<20 ||
+			cfg.Docker.IdleTTL.Hours() != 1 || len(cfg.Docker.AllowedImages) != 1 {
+			t.Fatalf("docker section read as %+v", cfg.Docker)
+		}
+	})
+	t.Run("empty section", func(t *testing.T) {
+		if cfg := resolve(t, "docker: {}\n"); cfg.Docker == nil || cfg.Docker.Host != "" {
+			t.Fatalf("docker: {} read as %+v, want an all-defaults section", cfg.Docker)
+		}
+	})
+	t.Run("unknown key", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "broker.yaml")
+		if err := os.WriteFile(path, []byte("docker:\n  memroy: 1GiB\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var cfg serveConfig
+		if err := loadConfigFile(path, &cfg); err == nil || !strings.Contains(err.Error(), "memroy") {
+			t.Fatalf("err = %v, want the misspelt key refused", err)
+		}
+	})
+	t.Run("flags", func(t *testing.T) {
+		if cfg := resolve(t, "", "--docker"); cfg.Docker == nil || !reflect.DeepEqual(*cfg.Docker, docker.Config{}) {
+			t.Fatalf("--docker gave %+v, want an all-defaults section", cfg.Docker)
+		}
+		if cfg := resolve(t, "", "--docker-host", "unix:///run/other.sock"); cfg.Docker == nil || cfg.Docker.Host != "unix:///run/other.sock" {
+			t.Fatalf("--docker-host gave %+v", cfg.Docker)
+		}
+		if cfg := resolve(t, "docker:\n  memory: 1GiB\n", "--docker-host", "tcp://h:2376"); cfg.Docker.Host != "tcp://h:2376" || cfg.Docker.Memory != 1<<30 {
+			t.Fatalf("--docker-host over the file gave %+v", cfg.Docker)
+		}
+		if cfg := resolve(t, "", "--docker=false"); cfg.Docker != nil {
+			t.Fatal("docker backend enabled by a flag that says no")
+		}
+		if cfg := resolve(t, "docker: {}\n", "--docker=false"); cfg.Docker != nil {
+			t.Fatal("--docker=false did not turn the file's section off")
+		}
+	})
+	t.Run("bad values stop serve", func(t *testing.T) {
+		_, _, err := serveBackends(t, "docker:\n  workspaceDir: relative\n")
+		if err == nil || !strings.Contains(err.Error(), "docker backend") || !strings.Contains(err.Error(), "workspaceDir") {
+			t.Fatalf("err = %v, want the docker backend refusing a bad workspaceDir", err)
+		}
+	})
+}
+
+// TestServeDockerBackendReachesEngine: the backend serve builds from a
+// config file creates a container on the local engine and runs a command
+// in it with the hardened defaults.
+func TestServeDockerBackendReachesEngine(t *testing.T) {
+	testutil.RequireDocker(t)
+	testutil.RequireImage(t, docker.DefaultImage)
+	bin := buildSFTPServer(t)
+	_, backends, err := serveBackends(t, "docker:\n  sftpServerBinary: "+bin+"\n  killGrace: 500ms\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := backends["local"]; !ok {
+		t.Fatalf("backends %v: local is gone", backends)
+	}
+	db, ok := backends["docker"].(*docker.Backend)
+	if !ok {
+		t.Fatalf("backends %v: no docker backend", backends)
+	}
+	ws, err := db.Create(t.Context(), opsapi.WorkspaceSpec{ID: "cli-docker-" + strings.ToLower(rand.Text()[:8])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ws.(opsapi.Destroyer).Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	var out bytes.Buffer
+	res, err := ws.(opsapi.BashOperations).Exec(t.Context(), opsapi.ExecRequest{Command: "id -u; pwd", Output: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "1000\n"+ws.Root()+"\n" {
+		t.Fatalf("exec: %+v %v %q", res, err, out.String())
+	}
+	if err := ws.(opsapi.WriteOperations).WriteFile(t.Context(), ws.Root()+"/f.txt", strings.NewReader("hi")); err != nil {
+		t.Fatalf("write over sftp: %v", err)
+	}
+}
