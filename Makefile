@@ -9,8 +9,9 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the broker binary into ./bin/broker.
+build: ## Build ./bin/broker and, beside it, the static SFTP server the docker backend injects.
 	$(GO) build -o bin/broker ./cmd/broker
+	CGO_ENABLED=0 $(GO) build -o bin/wsb-sftp-server ./cmd/wsb-sftp-server
 
 .PHONY: run
 run: ## Run the broker on the local backend (127.0.0.1:8722).
