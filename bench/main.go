@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -35,8 +36,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Targets, "targets", "", "run only on the targets whose name matches this regexp (e.g. 'http')")
 	fs.StringVar(&cfg.BrokerBin, "broker-bin", "", "use this broker binary instead of building ./cmd/broker")
 	fs.StringVar(&cfg.BrokerLogLevel, "broker-log-level", cfg.BrokerLogLevel, "the broker's --log-level (its log goes to a file)")
+	backends := fs.String("backends", strings.Join(cfg.Backends, ","), "comma-separated backends to measure: local, ssh (needs root and "+sshdPath+"), docker (needs the engine and "+dockerImage+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	cfg.Backends = nil
+	for _, b := range strings.Split(*backends, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Backends = append(cfg.Backends, b)
+		}
 	}
 	if *quick {
 		cfg = quickConfig(cfg, explicitFlags(fs))

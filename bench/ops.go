@@ -40,6 +40,7 @@ const (
 var latencyOps = []string{
 	opRead4K, opWrite4K, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opExecTrue,
 	toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, toolFind, toolLs,
+	opCreate, // docker only
 }
 
 // The seeded workspace: a 4 KiB file, a file to edit back and forth, and

@@ -26,6 +26,7 @@ type Config struct {
 	StreamRuns     int           // repetitions of stream.base64
 	Only           string        // regexp over row names
 	Targets        string        // regexp over target names
+	Backends       []string      // backends whose targets run: local, ssh, docker
 	BrokerBin      string
 	BrokerLogLevel string
 	SampleEvery    time.Duration // RSS sampling interval
@@ -42,6 +43,7 @@ func defaultConfig() Config {
 		StreamBytes:    1 << 30,
 		StreamRuns:     1,
 		BrokerLogLevel: "info",
+		Backends:       []string{"local"},
 		SampleEvery:    10 * time.Millisecond,
 	}
 }
@@ -82,6 +84,14 @@ func (c Config) Validate() error {
 	if _, err := regexp.Compile(c.Targets); err != nil {
 		return fmt.Errorf("-targets: %w", err)
 	}
+	if len(c.Backends) == 0 {
+		return errors.New("-backends names no backend")
+	}
+	for _, b := range c.Backends {
+		if _, ok := backendTargets[b]; !ok {
+			return fmt.Errorf("-backends: unknown backend %q (want local, ssh or docker)", b)
+		}
+	}
 	return nil
 }
 
@@ -94,6 +104,10 @@ type Env struct {
 	buildOnce sync.Once
 	bin       string
 	buildErr  error
+
+	sftpOnce sync.Once // the docker targets' static SFTP server
+	sftpBin  string
+	sftpErr  error
 }
 
 // brokerBinary returns Config.BrokerBin, or builds ./cmd/broker of this
@@ -167,7 +181,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 		if len(rows) == 0 {
 			continue
 		}
-		for _, t := range targets() {
+		for _, t := range targets(cfg.Backends) {
 			if !onlyTargets.MatchString(t.Name) {
 				continue
 			}

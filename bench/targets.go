@@ -55,9 +55,22 @@ type Op func(ctx context.Context) error
 // target that cannot do an op leaves it out and the row is skipped.
 type Client map[string]Op
 
-// targets lists every target of a run, in table order.
-func targets() []Target {
-	return []Target{localRaw(), localInProcess(), localHTTP()}
+// backendTargets are each backend's targets, in table order. ssh and
+// docker are opt-in (-backends): they need root and sshd, or a Docker
+// engine and the workspace image.
+var backendTargets = map[string]func() []Target{
+	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP()} },
+	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess()} },
+	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess()} },
+}
+
+// targets lists the targets of the named backends, in table order.
+func targets(backends []string) []Target {
+	var out []Target
+	for _, b := range backends {
+		out = append(out, backendTargets[b]()...)
+	}
+	return out
 }
 
 // localInProcess calls a local workspace and a tools.Toolbox directly.
@@ -83,25 +96,31 @@ func localInProcess() Target {
 			if err != nil {
 				return nil, errors.Join(err, closeAll(ctx, nil))
 			}
-			ops, ok := ws.(opsapi.Operations)
-			if !ok {
-				return nil, errors.Join(fmt.Errorf("local workspace %T lacks opsapi.Operations", ws), closeAll(ctx, ws))
-			}
-			if err := seed(ctx, ops); err != nil {
-				return nil, errors.Join(err, closeAll(ctx, ws))
-			}
-			tb := tools.New(ws, tools.Options{Logger: env.Logger.With("workspace", "bench")})
-			call := func(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
-				return tb.Call(ctx, name, args, onUpdate), nil
-			}
-			return &Session{
-				PID: os.Getpid(),
-				NewClient: func(i int) (Client, error) {
-					return workspaceClient(ops, call, env.Config, i), nil
-				},
-				Close: func(ctx context.Context) error { return closeAll(ctx, ws) },
-			}, nil
+			return inProcessSession(ctx, env, ws, func(ctx context.Context) error { return closeAll(ctx, ws) })
 		}}
+}
+
+// inProcessSession seeds ws and calls it and a tools.Toolbox on it
+// directly; closeWS destroys ws and whatever holds it.
+func inProcessSession(ctx context.Context, env *Env, ws opsapi.Workspace, closeWS func(context.Context) error) (*Session, error) {
+	ops, ok := ws.(opsapi.Operations)
+	if !ok {
+		return nil, errors.Join(fmt.Errorf("workspace %T lacks opsapi.Operations", ws), closeWS(ctx))
+	}
+	if err := seed(ctx, ops); err != nil {
+		return nil, errors.Join(err, closeWS(ctx))
+	}
+	tb := tools.New(ws, tools.Options{Logger: env.Logger.With("workspace", "bench")})
+	call := func(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+		return tb.Call(ctx, name, args, onUpdate), nil
+	}
+	return &Session{
+		PID: os.Getpid(),
+		NewClient: func(i int) (Client, error) {
+			return workspaceClient(ops, call, env.Config, i), nil
+		},
+		Close: closeWS,
+	}, nil
 }
 
 // localHTTP drives a separate `broker serve` process through the Go
