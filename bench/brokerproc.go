@@ -35,14 +35,15 @@ type brokerProcess struct {
 
 // startBroker starts a broker on a free port and waits until it answers
 // /healthz. A port taken between choosing and binding it is retried.
-func startBroker(ctx context.Context, env *Env) (*brokerProcess, error) {
+// extra are more `broker serve` flags (a backend's configuration).
+func startBroker(ctx context.Context, env *Env, extra ...string) (*brokerProcess, error) {
 	bin, err := env.brokerBinary(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
 	for range 3 {
-		p, err := startBrokerOnce(ctx, env, bin)
+		p, err := startBrokerOnce(ctx, env, bin, extra)
 		if err == nil {
 			return p, nil
 		}
@@ -51,7 +52,7 @@ func startBroker(ctx context.Context, env *Env) (*brokerProcess, error) {
 	return nil, errors.Join(errs...)
 }
 
-func startBrokerOnce(ctx context.Context, env *Env, bin string) (*brokerProcess, error) {
+func startBrokerOnce(ctx context.Context, env *Env, bin string, extra []string) (*brokerProcess, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -67,8 +68,8 @@ func startBrokerOnce(ctx context.Context, env *Env, bin string) (*brokerProcess,
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--state-dir", stateDir,
-		"--log-level", env.Config.BrokerLogLevel)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--state-dir", stateDir,
+		"--log-level", env.Config.BrokerLogLevel}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "BROKER_CONFIG=") // no stray config file
 	// Its own process group, so a Ctrl-C of the harness reaches it only

@@ -15,9 +15,24 @@
 //     loopback port with a fresh state directory, driven by the Go client
 //     in client/.
 //
-// Later backends add their own targets, and their raw baselines (a bare
-// `docker exec`, a bare ssh session) are targets that offer only the
-// operations they can time.
+// The ssh and docker backends are opt-in (-backends local,ssh,docker;
+// default local), since they need root and /usr/sbin/sshd, or a Docker
+// engine and the wsbroker/workspace:current image:
+//
+//   - ssh/raw: one x/crypto/ssh connection to a loopback sshd (started
+//     as backends/ssh/sshtest does, with the wsbtest account), a new
+//     session running `true` per exec and a pkg/sftp read of the 4 KiB
+//     file; ssh/in-process and ssh/http: the ssh backend on that sshd,
+//     directly and through a `broker serve --ssh-*`.
+//   - docker/raw: one Docker API exec (create, attach, inspect) per op,
+//     `true` or `cat` of the 4 KiB file, in a workspace's container;
+//     docker/in-process: the docker backend, plus op.create-first-command
+//     (a new workspace until its first command has completed).
+//
+// Raw baselines offer only the operations they can time. The issues'
+// targets relative to a raw baseline (bash `true` within 1.3x of a raw
+// exec; a read 25x faster than a docker exec of cat) compare rows of the
+// same run.
 //
 // The scenarios, each run once per target:
 //
@@ -52,6 +67,7 @@
 //	-json file      also write the report as JSON
 //	-only regexp    run only the rows whose name matches
 //	-targets regexp run only on the targets whose name matches
+//	-backends list  local,ssh,docker (default local)
 //
 // See -help for the rest (client count, request rate, stream size, a
 // prebuilt broker binary, -strict to exit 3 when a target is missed).

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	sshbackend "github.com/wsbroker/wsbroker/backends/ssh"
+	"github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -332,4 +333,41 @@ func sftpPut(fc *sftp.Client, p string, data []byte) error {
 	}
 	_, err = f.Write(data)
 	return errors.Join(err, f.Close())
+}
+
+// sshHTTP drives a `broker serve` configured with the ssh backend (the
+// loopback sshd as host "loopback") through the Go client.
+func sshHTTP() Target {
+	return Target{Name: "ssh/http", Backend: "ssh", Via: ViaHTTP,
+		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+			srv, err := startSSHD()
+			if err != nil {
+				return nil, err
+			}
+			proc, err := startBroker(ctx, env, "--ssh-known-hosts", srv.KnownHosts, "--ssh-identity", srv.IdentityFile,
+				"--ssh-host", "loopback="+sshUser+"@"+srv.Addr)
+			if err != nil {
+				return nil, errors.Join(err, srv.Stop())
+			}
+			stop := func() error { return errors.Join(proc.Stop(), srv.Stop()) }
+			c := client.New(proc.URL, proc.Token)
+			opts, _ := json.Marshal(map[string]string{"host": "loopback"})
+			info, err := c.CreateWorkspace(ctx, "ssh", opts)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), stop())
+			}
+			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
+				return nil, errors.Join(err, c.DeleteWorkspace(ctx, info.ID), stop())
+			}
+			return &Session{
+				PID: proc.PID,
+				NewClient: func(i int) (Client, error) {
+					ws := client.New(proc.URL, proc.Token).WorkspaceFor(info)
+					return workspaceClient(ws, ws.CallTool, env.Config, i), nil
+				},
+				Close: func(ctx context.Context) error {
+					return errors.Join(c.DeleteWorkspace(ctx, info.ID), stop())
+				},
+			}, nil
+		}}
 }

@@ -60,7 +60,7 @@ type Client map[string]Op
 // engine and the workspace image.
 var backendTargets = map[string]func() []Target{
 	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP()} },
-	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess()} },
+	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess(), sshHTTP()} },
 	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess()} },
 }
 
