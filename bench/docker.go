@@ -92,8 +92,9 @@ func dockerInProcess() Target {
 		}}
 }
 
-// opCreate is a new workspace until its first command has completed
-// (then destroyed, untimed only in that it is not part of the next call).
+// opCreate is a new workspace until its first command has completed.
+// The call also destroys it, and that is timed too, so the row is an
+// upper bound of issue 4's create-to-first-command.
 const opCreate = "op.create-first-command"
 
 // withCreate adds opCreate to each client: docker's workspaces are
