@@ -81,23 +81,17 @@ func (t *findTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		return Result{Content: []Content{TextContent("No files found matching pattern")}}, nil
 	}
 
-	tr := TruncateHead(strings.Join(paths, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
-	output := tr.Content
+	notice := ""
 	var details findDetails
-	var notices []string
 	if limitReached {
-		notices = append(notices, fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, limit*2))
+		notice = fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, limit*2)
 		details.ResultLimitReached = limit
 	}
-	if tr.Truncated {
-		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")
-		details.Truncation = &tr
-	}
-	out := Result{}
-	if len(notices) > 0 {
-		output += "\n\n[" + strings.Join(notices, ". ") + "]"
+	text, tr := listOutput(paths, notice)
+	out := Result{Content: []Content{TextContent(text)}}
+	details.Truncation = tr
+	if limitReached || tr != nil {
 		out.Details = details
 	}
-	out.Content = []Content{TextContent(output)}
 	return out, nil
 }

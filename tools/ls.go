@@ -128,25 +128,39 @@ func (t *lsTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc)
 		return Result{Content: []Content{TextContent("(empty directory)")}}, nil
 	}
 
-	tr := TruncateHead(strings.Join(results, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
-	output := tr.Content
+	notice := ""
 	var details lsDetails
-	var notices []string
 	if limitReached {
-		notices = append(notices, fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, limit*2))
+		notice = fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, limit*2)
 		details.EntryLimitReached = limit
 	}
-	if tr.Truncated {
-		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")
-		details.Truncation = &tr
-	}
-	res := Result{}
-	if len(notices) > 0 {
-		output += "\n\n[" + strings.Join(notices, ". ") + "]"
+	text, tr := listOutput(results, notice)
+	res := Result{Content: []Content{TextContent(text)}}
+	details.Truncation = tr
+	if limitReached || tr != nil {
 		res.Details = details
 	}
-	res.Content = []Content{TextContent(output)}
 	return res, nil
+}
+
+// listOutput joins a list one entry per line, keeps the first 50 KiB of
+// whole lines, and appends pi's notice block: limitNotice (when not empty)
+// and the byte-limit notice. It returns the truncation when it cut.
+func listOutput(lines []string, limitNotice string) (string, *TruncationResult) {
+	tr := TruncateHead(strings.Join(lines, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
+	var notices []string
+	if limitNotice != "" {
+		notices = append(notices, limitNotice)
+	}
+	var cut *TruncationResult
+	if tr.Truncated {
+		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")
+		cut = &tr
+	}
+	if len(notices) == 0 {
+		return tr.Content, nil
+	}
+	return tr.Content + "\n\n[" + strings.Join(notices, ". ") + "]", cut
 }
 
 // sortEntries orders names as pi does with
