@@ -226,7 +226,7 @@ func TestBackgroundHolderAndLateOutput(t *testing.T) {
 	r := newRunner(t, &transport{})
 	dir := t.TempDir()
 	start := time.Now()
-	out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: "sleep 30 & echo $! > bg.pid; (sleep 0.05; echo late) & echo done"})
+	out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: "sleep 30 & echo $! > bg.pid; (sleep 0.02; echo late) & echo done"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -310,10 +310,24 @@ func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, fu
 	// clients of the account, or closes it has not processed yet)
 	// rejects the channel: wait a little and try again.
 	var oce *ssh.OpenChannelError
+	redialed := false
 	for attempt := 0; ; attempt++ {
 		s, err := c.client.NewSession()
 		if err == nil {
 			return s, release, nil
+		}
+		if !errors.As(err, &oce) && !redialed && ctx.Err() == nil {
+			// The transport died before keepalives noticed (EOF):
+			// drop it and dial once more, so the first call after a
+			// lost connection does not fail.
+			redialed = true
+			c.dead.Store(true)
+			c.client.Close()
+			if c, err = h.get(ctx); err != nil {
+				release()
+				return nil, nil, err
+			}
+			continue
 		}
 		if !errors.As(err, &oce) || attempt == 40 || ctx.Err() != nil || c.dead.Load() {
 			release()
