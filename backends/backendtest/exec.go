@@ -273,7 +273,7 @@ func (s *suite) exec(t *testing.T) {
 	})
 	t.Run("Exec_late_output_from_a_background_subshell_is_captured", func(t *testing.T) {
 		ws := s.parallel(t)
-		out, _ := run(t, ws, "(sleep 0.05; echo late) & echo early")
+		out, _ := run(t, ws, "(sleep 0.02; echo late) & echo early")
 		eq(t, "output", out, "early\nlate\n")
 	})
 	t.Run("Exec_never_writes_Output_after_returning", func(t *testing.T) {

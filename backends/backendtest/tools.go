@@ -457,7 +457,7 @@ func (s *suite) toolBash(t *testing.T) {
 	})
 	t.Run("late_output_of_a_background_subshell_is_captured", func(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})
-		eq(t, "text", ok(t, tb, "bash", `{"command":"(sleep 0.05; echo late) & echo early"}`), "early\nlate\n")
+		eq(t, "text", ok(t, tb, "bash", `{"command":"(sleep 0.02; echo late) & echo early"}`), "early\nlate\n")
 	})
 	t.Run("UTF8_euro_and_invalid_bytes_decode_as_TextDecoder", func(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})
