@@ -42,8 +42,9 @@ func (s *Server) routes() http.Handler {
 	r.Method(http.MethodGet, "/metrics", s.metrics.handler())
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.auditRequests, s.authenticate, s.limit)
 		r.Get("/openapi.json", s.openapi)
+		r.Get("/audit", s.readAudit)
 		r.Get("/tools", s.listTools)
 		r.Mount("/workspaces", workspacesResource{s}.Routes())
 	})
