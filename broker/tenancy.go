@@ -61,7 +61,7 @@ func (s *Server) policyOf(name string) *policy.Policy {
 }
 
 var denyAll = &policy.Policy{Name: "tenant-removed", Tools: policy.Rule{Deny: []string{"*"}},
-	Paths: policy.PathRules{Read: policy.Rule{Deny: []string{"**", "/**"}}, Write: policy.Rule{Deny: []string{"**", "/**"}}},
+	Paths:    policy.PathRules{Read: policy.Rule{Deny: []string{"**", "/**"}}, Write: policy.Rule{Deny: []string{"**", "/**"}}},
 	Commands: policy.Rule{Deny: []string{"."}}}
 
 // reqAudit collects what the handlers learn about a request, for its

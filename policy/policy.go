@@ -66,10 +66,10 @@ type Policy struct {
 
 // compiled holds the parsed globs and expressions.
 type compiled struct {
-	tools, network         matcher
-	readPaths, writePaths  matcher
-	commands, env          matcher
-	redactor               *Redactor
+	tools, network        matcher
+	readPaths, writePaths matcher
+	commands, env         matcher
+	redactor              *Redactor
 }
 
 type matcher struct {
