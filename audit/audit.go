@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -399,5 +398,3 @@ func Verify(files ...string) (Report, error) {
 	return rep, nil
 }
 
-// Discard is an io.Writer sink for tests of callers that want a Log path.
-var _ io.Closer = (*Log)(nil)

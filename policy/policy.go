@@ -203,3 +203,47 @@ func (p *Policy) mustCompile() *compiled {
 	}
 	return p.compiled
 }
+
+// Explain describes every rule of the policy in words, for
+// `broker policy check`.
+func (p *Policy) Explain() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "policy %s\n", p.label())
+	rule := func(name, what string, r Rule) {
+		switch {
+		case len(r.Allow) == 0 && len(r.Deny) == 0:
+			fmt.Fprintf(&b, "- %s: no rule; every %s is allowed\n", name, what)
+		default:
+			if len(r.Allow) > 0 {
+				fmt.Fprintf(&b, "- %s: only a %s matching one of %q is allowed\n", name, what, r.Allow)
+			} else {
+				fmt.Fprintf(&b, "- %s: every %s is allowed unless denied\n", name, what)
+			}
+			if len(r.Deny) > 0 {
+				fmt.Fprintf(&b, "  and a %s matching any of %q is denied (deny wins)\n", what, r.Deny)
+			}
+		}
+	}
+	rule("tools", "tool", p.Tools)
+	rule("paths.read", "path read (relative globs match under the workspace root, /-globs the absolute path)", p.Paths.Read)
+	rule("paths.write", "path written", p.Paths.Write)
+	rule("commands", "command line (regular expressions; advisory: the sandbox, not the pattern, is the boundary)", p.Commands)
+	if p.MaxTimeout > 0 {
+		fmt.Fprintf(&b, "- maxTimeout: a command may run at most %s; one without a timeout gets %s\n", p.MaxTimeout, p.MaxTimeout)
+	} else {
+		b.WriteString("- maxTimeout: none; commands may run without a timeout\n")
+	}
+	rule("env", "environment variable name passed to a command", p.Env)
+	rule("network", "network mode of a new workspace (local and ssh count as \"host\")", p.Network)
+	if len(p.Redact) == 0 {
+		b.WriteString("- redact: nothing is redacted\n")
+	}
+	for _, r := range p.Redact {
+		repl := r.Replacement
+		if repl == "" {
+			repl = "[REDACTED:" + r.Name + "]"
+		}
+		fmt.Fprintf(&b, "- redact %s: matches of %q become %q in results, streamed updates and exec output\n", r.Name, r.Pattern, repl)
+	}
+	return b.String()
+}
