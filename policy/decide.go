@@ -103,7 +103,7 @@ func (p *Policy) Decide(c Call) Decision {
 	}
 	if c.HasCommand {
 		if why := cp.commands.check(c.Command); why != "" {
-			return deny("commands", "the command %s", why)
+			return deny("commands", "the command %s (an advisory command rule)", why)
 		}
 	}
 	if p.MaxTimeout > 0 {

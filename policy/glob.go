@@ -8,8 +8,9 @@ import (
 
 // compileGlob turns a path glob into an anchored regular expression:
 // "**" matches any run of characters including '/', "*" any run without
-// '/', "?" one character but '/', "[...]" a class as in path.Match, and
-// "**/" also matches nothing, so "**/.env" matches ".env" at the top.
+// '/', "?" one character but '/', "[...]" a class as in path.Match,
+// "**/" also matches nothing, so "**/.env" matches ".env" at the top, and
+// a trailing "/**" also matches the directory itself.
 func compileGlob(g string) (*regexp.Regexp, error) {
 	if g == "" {
 		return nil, fmt.Errorf("empty glob")
@@ -22,7 +23,12 @@ func compileGlob(g string) (*regexp.Regexp, error) {
 		case '*':
 			if i+1 < len(g) && g[i+1] == '*' {
 				i++
-				if i+1 < len(g) && g[i+1] == '/' {
+				if i == len(g)-1 && strings.HasSuffix(b.String(), "/") {
+					// "dir/**" is the tree, dir itself included.
+					s := strings.TrimSuffix(b.String(), "/")
+					b.Reset()
+					b.WriteString(s + "(?:/.*)?")
+				} else if i+1 < len(g) && g[i+1] == '/' {
 					i++
 					b.WriteString("(?:.*/)?")
 				} else {

@@ -54,6 +54,8 @@ func TestDecideEveryRuleKind(t *testing.T) {
 		{"raw mkdir needs write", policy.Call{Op: "mkdir", Write: []string{"src/x"}}, "tools"},
 		{"read denied glob at depth", policy.Call{Tool: "read", Read: []string{"deep/er/.env"}}, "paths.read"},
 		{"read denied glob at top", policy.Call{Tool: "read", Read: []string{".env"}}, "paths.read"},
+		{"tree glob covers its directory", policy.Call{Tool: "ls", Read: []string{"/etc"}}, "paths.read"},
+		{"tree glob spares a sibling", policy.Call{Tool: "ls", Read: []string{"/etcetera"}}, ""},
 		{"read absolute denied", policy.Call{Tool: "read", Read: []string{"/etc/passwd"}}, "paths.read"},
 		{"read dotdot into denied", policy.Call{Tool: "read", Read: []string{"src/../.env"}}, "paths.read"},
 		{"write inside allow", policy.Call{Tool: "edit", Read: []string{"src/a.go"}, Write: []string{"src/a.go"}}, ""},
