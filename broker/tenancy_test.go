@@ -465,4 +465,3 @@ func TestAuditReadOwnAndAdmin(t *testing.T) {
 		t.Fatalf("chain: %v %v", err, rep.Problems)
 	}
 }
-
