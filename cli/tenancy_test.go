@@ -186,3 +186,41 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// The examples in docs/tenancy.md and docs/policy.md must load.
+func TestDocumentedTenancyExamplesLoad(t *testing.T) {
+	block := func(doc string) string {
+		b, err := os.ReadFile(filepath.Join("..", "docs", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "```yaml\n")
+		body, _, ok2 := strings.Cut(rest, "```")
+		if !ok || !ok2 {
+			t.Fatalf("%s has no yaml block", doc)
+		}
+		return body
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "policies"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "policies", "agents.yaml")
+	_ = os.WriteFile(pol, []byte(block("policy.md")), 0o600)
+	if out, errs, code := run(nil, "", "policy", "check", pol); code != 0 {
+		t.Fatalf("docs/policy.md example: %s %s", out, errs)
+	}
+	cfgPath := filepath.Join(dir, "broker.yaml")
+	_ = os.WriteFile(cfgPath, []byte(block("tenancy.md")), 0o600)
+	var cfg serveConfig
+	if err := loadConfigFile(cfgPath, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	reg, files, err := buildTenants(cfg, cfgPath)
+	if err != nil {
+		t.Fatalf("docs/tenancy.md example: %v", err)
+	}
+	if len(reg.Tenants()) != 3 || len(files) != 2 || reg.Lookup("team-a-agents").Policy == nil || cfg.TLS == nil {
+		t.Fatalf("loaded %d tenants, files %v", len(reg.Tenants()), files)
+	}
+}
