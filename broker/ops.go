@@ -187,11 +187,6 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 	if !s.decide(w, r, wk, policy.Call{Op: "write", Write: []string{p}}) {
 		return
 	}
-	if err := s.overDisk(wk.tenant); err != nil {
-		auditDenial(r, "quota", err.Error())
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	wo, ok := ability[opsapi.WriteOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "write"))
@@ -374,11 +369,6 @@ func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.decide(w, r, wk, policy.Call{Op: "mkdir", Write: []string{p}}) {
-		return
-	}
-	if err := s.overDisk(wk.tenant); err != nil {
-		auditDenial(r, "quota", err.Error())
-		writeProblem(w, r, s.logger, err)
 		return
 	}
 	wo, ok := ability[opsapi.WriteOperations](wk)
@@ -577,11 +567,6 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		ev.Args = &audit.Args{Path: req.Cwd, Command: audit.Truncate(red.String(req.Command), audit.MaxCommand), Env: envNames}
 	})
 	if !s.decide(w, r, wk, policy.Call{Op: "exec", Command: req.Command, HasCommand: true, Timeout: req.Timeout, Env: envNames}) {
-		return
-	}
-	if err := s.overDisk(wk.tenant); err != nil {
-		auditDenial(r, "quota", err.Error())
-		writeProblem(w, r, s.logger, err)
 		return
 	}
 	bo, ok := ability[opsapi.BashOperations](wk)

@@ -241,13 +241,23 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, rule string, wa
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s", ErrTooManyRequests, reason))
 }
 
-// decide asks the tenant's policy about a raw operation and, on a denial,
-// answers 403 `denied` and audits it. It reports whether to go on.
+// decide asks the tenant's policy about a raw operation, and its disk
+// quota about one that writes or runs a command. On a denial it answers
+// 403 `denied` and audits it. It reports whether to go on.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, wk *workspace, c policy.Call) bool {
 	c.Root = wk.ws.Root()
 	d := s.policyOf(wk.tenant).Decide(c)
 	if d.Allowed {
-		return true
+		if len(c.Write) == 0 && !c.HasCommand {
+			return true
+		}
+		err := s.overDisk(wk.tenant)
+		if err == nil {
+			return true
+		}
+		auditDenial(r, "quota", err.Error())
+		writeProblem(w, r, s.logger, err)
+		return false
 	}
 	auditDenial(r, d.Rule, d.Reason)
 	p := ""
