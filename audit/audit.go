@@ -397,4 +397,3 @@ func Verify(files ...string) (Report, error) {
 	}
 	return rep, nil
 }
-

@@ -286,24 +286,27 @@ func TestCreateAdmission(t *testing.T) {
 // The list comes from opsapi's source, so a new interface is covered.
 func TestGuardForwardsEveryInterface(t *testing.T) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, filepath.Join("..", "opsapi"), func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	srcs, err := filepath.Glob(filepath.Join("..", "opsapi", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ifaces := map[string]*ast.InterfaceType{}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			ast.Inspect(f, func(n ast.Node) bool {
-				if ts, ok := n.(*ast.TypeSpec); ok {
-					if it, ok := ts.Type.(*ast.InterfaceType); ok && ts.Name.IsExported() {
-						ifaces[ts.Name.Name] = it
-					}
-				}
-				return true
-			})
+	for _, name := range srcs {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok {
+				if it, ok := ts.Type.(*ast.InterfaceType); ok && ts.Name.IsExported() {
+					ifaces[ts.Name.Name] = it
+				}
+			}
+			return true
+		})
 	}
 	var methods func(name string) []string
 	methods = func(name string) []string {

@@ -67,10 +67,9 @@ var denyAll = &policy.Policy{Name: "tenant-removed", Tools: policy.Rule{Deny: []
 // reqAudit collects what the handlers learn about a request, for its
 // audit record.
 type reqAudit struct {
-	mu        sync.Mutex
-	ev        audit.Event
-	body      *hashingReader
-	toolCalls int
+	mu   sync.Mutex
+	ev   audit.Event
+	body *hashingReader
 }
 
 func (ra *reqAudit) set(fn func(ev *audit.Event)) {

@@ -1,3 +1,4 @@
+//nolint:bodyclose // get closes every body it returns
 package broker_test
 
 import (
@@ -91,7 +92,12 @@ func TestMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
 	url := "https://" + ln.Addr().String() + "/v1/workspaces"
 
 	get := func(certs ...tls.Certificate) (*http.Response, error) {
