@@ -198,3 +198,16 @@ func (p *Policy) ReadAllowed(root, pth string) bool {
 	cp := p.mustCompile()
 	return cp != nil && checkPath(cp.readPaths, root, pth) == ""
 }
+
+// hasPathRules reports whether any read (or, with write, write) path rule
+// exists.
+func (p *Policy) hasPathRules(write bool) bool {
+	if p == nil {
+		return false
+	}
+	r := p.Paths.Read
+	if write {
+		r = p.Paths.Write
+	}
+	return len(r.Allow) > 0 || len(r.Deny) > 0
+}
