@@ -465,3 +465,29 @@ func TestAuditReadOwnAndAdmin(t *testing.T) {
 		t.Fatalf("chain: %v %v", err, rep.Problems)
 	}
 }
+
+// TestOwnershipSurvivesRestart: with an owners file, a workspace adopted
+// after a restart still belongs to its tenant, not to the first one.
+func TestOwnershipSurvivesRestart(t *testing.T) {
+	state := t.TempDir()
+	owners := filepath.Join(t.TempDir(), "owners.json")
+	reg := func() *tenant.Registry {
+		a, _ := tenant.New(tenant.Config{Name: "alice", TokenHashes: []string{tenant.HashToken(aliceToken)}}, nil)
+		b, _ := tenant.New(tenant.Config{Name: "bob", TokenHashes: []string{tenant.HashToken(bobToken)}}, nil)
+		r, err := tenant.NewRegistry(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	mod := func(c *broker.Config) { c.Tokens, c.Tenants, c.OwnersFile = nil, reg(), owners }
+	first := newEnvAt(t, state, mod)
+	ws := first.createAs(bobToken)
+	second := newEnvAt(t, state, mod)
+	if resp, data := second.as(bobToken, "GET", "/v1/workspaces/"+ws.ID, nil); resp.StatusCode != 200 {
+		t.Fatalf("bob after restart: %d %s", resp.StatusCode, data)
+	}
+	if resp, _ := second.as(aliceToken, "GET", "/v1/workspaces/"+ws.ID, nil); resp.StatusCode != 404 {
+		t.Fatalf("alice after restart: %d", resp.StatusCode)
+	}
+}
