@@ -128,6 +128,27 @@ func TestPolicyBlocksToolCalls(t *testing.T) {
 	}
 }
 
+// TestToolListFollowsPolicy: GET /v1/tools leaves out denied tools.
+func TestToolListFollowsPolicy(t *testing.T) {
+	tc, _ := policyTenancy(t)
+	var list broker.ToolList
+	_, data := tc.as(aliceToken, "GET", "/v1/tools", nil)
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range list.Tools {
+		names = append(names, d.Name)
+	}
+	if strings.Join(names, ",") != "read,bash,edit,grep,find,ls" {
+		t.Fatalf("alice is offered %v", names)
+	}
+	_, data = tc.as(bobToken, "GET", "/v1/tools", nil)
+	if err := json.Unmarshal(data, &list); err != nil || len(list.Tools) != 7 {
+		t.Fatalf("bob is offered %d tools", len(list.Tools))
+	}
+}
+
 // TestPolicyRawRoutes: the raw operation routes answer 403 `denied`.
 func TestPolicyRawRoutes(t *testing.T) {
 	tc, ws := policyTenancy(t)

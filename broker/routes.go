@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tools"
 )
 
@@ -141,8 +142,17 @@ type ToolList struct {
 	Tools []tools.Definition `json:"tools"`
 }
 
+// listTools declares the tools the caller's policy allows: a model is not
+// offered a tool every call of which would be blocked.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, r, http.StatusOK, ToolList{Tools: tools.Definitions()})
+	pol := s.policyOf(tenantFrom(r.Context()).Name)
+	defs := []tools.Definition{}
+	for _, d := range tools.Definitions() {
+		if pol.Decide(policy.Call{Tool: d.Name}).Allowed {
+			defs = append(defs, d)
+		}
+	}
+	writeJSON(w, r, http.StatusOK, ToolList{Tools: defs})
 }
 
 // writeJSON answers v as JSON with status.
