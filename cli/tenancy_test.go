@@ -76,23 +76,44 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestServeReloadsTenants runs `broker serve` with a tenants section and
-// rotates a token twice without a restart: by editing the file (picked up
-// by the watcher) and by SIGHUP.
-func TestServeReloadsTenants(t *testing.T) {
+// servedTenants is a `broker serve` run in-process with a tenants
+// section whose alice tokens the test rewrites.
+type servedTenants struct {
+	t       *testing.T
+	addr    string
+	cfgPath string
+	dir     string
+	stderr  *lockedBuffer
+}
+
+// serveTenants starts serve with the watcher ticking every interval.
+func serveTenants(t *testing.T, interval time.Duration) *servedTenants {
+	t.Helper()
 	old := reloadInterval
-	reloadInterval = 100 * time.Millisecond
+	reloadInterval = interval
 	t.Cleanup(func() { reloadInterval = old })
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(dir, "broker.yaml")
+	st := &servedTenants{t: t, addr: freeAddr(t), cfgPath: filepath.Join(dir, "broker.yaml"), dir: dir, stderr: &lockedBuffer{}}
 	_ = os.WriteFile(filepath.Join(dir, "ro.yaml"), []byte("tools:\n  deny: [bash]\n"), 0o600)
-	write := func(aliceTokens ...string) {
-		var hashes []string
-		for _, tok := range aliceTokens {
-			hashes = append(hashes, fmt.Sprintf("%q", tenant.HashToken(tok)))
-		}
-		cfg := fmt.Sprintf(`listen: %s
+	st.write("alice-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		c := &CLI{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: st.stderr, Getenv: envMap(map[string]string{})}
+		done <- c.Run(ctx, []string{"serve", "--config", st.cfgPath})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	st.waitFor("alice-1", 200)
+	return st
+}
+
+func (st *servedTenants) write(aliceTokens ...string) {
+	st.t.Helper()
+	var hashes []string
+	for _, tok := range aliceTokens {
+		hashes = append(hashes, fmt.Sprintf("%q", tenant.HashToken(tok)))
+	}
+	cfg := fmt.Sprintf(`listen: %s
 stateDir: %s
 tenants:
   - name: alice
@@ -102,72 +123,78 @@ tenants:
   - name: ops
     admin: true
     tokenHashes: [%q]
-`, addr, filepath.Join(dir, "state"), strings.Join(hashes, ", "), tenant.HashToken("ops-token"))
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
+`, st.addr, filepath.Join(st.dir, "state"), strings.Join(hashes, ", "), tenant.HashToken("ops-token"))
+	if err := os.WriteFile(st.cfgPath, []byte(cfg), 0o600); err != nil {
+		st.t.Fatal(err)
 	}
-	write("alice-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	stderr := &lockedBuffer{}
-	go func() {
-		c := &CLI{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: stderr, Getenv: envMap(map[string]string{})}
-		done <- c.Run(ctx, []string{"serve", "--config", cfgPath})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	status := func(token string) int {
-		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/workspaces", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+}
+
+func (st *servedTenants) status(token string) int {
+	req, _ := http.NewRequest("GET", "http://"+st.addr+"/v1/workspaces", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
 	}
-	waitFor := func(token string, want int) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for status(token) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("token %s never answered %d (now %d); stderr:\n%s", token, want, status(token), stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (st *servedTenants) waitFor(token string, want int) {
+	st.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for st.status(token) != want {
+		if time.Now().After(deadline) {
+			st.t.Fatalf("token %s never answered %d (now %d); stderr:\n%s", token, want, st.status(token), st.stderr.String())
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor("alice-1", 200)
-	if status("alice-2") != 401 {
+}
+
+// TestServeReloadsTenantsOnFileChange rotates a token by editing the
+// config file of a running serve: no restart, no signal.
+func TestServeReloadsTenantsOnFileChange(t *testing.T) {
+	st := serveTenants(t, 100*time.Millisecond)
+	if st.status("alice-2") != 401 {
 		t.Fatal("alice-2 accepted before it was configured")
 	}
-	write("alice-2")
-	waitFor("alice-2", 200)
-	waitFor("alice-1", 401)
+	st.write("alice-2")
+	st.waitFor("alice-2", 200)
+	st.waitFor("alice-1", 401)
+	if st.status("ops-token") != 200 {
+		t.Fatal("the admin tenant lost access across the reload")
+	}
+	// A broken file keeps the tenants in force.
+	_ = os.WriteFile(st.cfgPath, []byte("tenants: [ {name: x} ]\n"), 0o600)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(st.stderr.String(), "tenant reload failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed reload was not logged:\n%s", st.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.status("alice-2") != 200 {
+		t.Fatal("a broken config file locked alice out")
+	}
+	if _, err := os.Stat(filepath.Join(st.dir, "state", "audit", "audit.jsonl")); err != nil {
+		t.Fatalf("no audit file: %v", err)
+	}
+}
 
-	reloadInterval = time.Hour // from here only SIGHUP reloads
-	write("alice-3")
-	// The watcher already runs with the short tick; SIGHUP reloads at once
-	// either way, and the test only asserts the rotation happens.
+// TestServeReloadsTenantsOnSIGHUP: with the watcher's tick an hour away,
+// only SIGHUP can make the new token work.
+func TestServeReloadsTenantsOnSIGHUP(t *testing.T) {
+	st := serveTenants(t, time.Hour)
+	st.write("alice-3")
+	time.Sleep(300 * time.Millisecond)
+	if st.status("alice-3") != 401 {
+		t.Fatal("reloaded without a signal")
+	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("alice-3", 200)
-	waitFor("alice-2", 401)
-	if status("ops-token") != 200 {
-		t.Fatal("the admin tenant lost access across reloads")
-	}
-	// A broken file keeps the tenants in force.
-	_ = os.WriteFile(cfgPath, []byte("tenants: [ {name: x} ]\n"), 0o600)
-	time.Sleep(500 * time.Millisecond)
-	if status("alice-3") != 200 {
-		t.Fatal("a broken config file locked alice out")
-	}
-	if !strings.Contains(stderr.String(), "tenant reload failed") {
-		t.Fatalf("the failed reload was not logged:\n%s", stderr.String())
-	}
-	if _, err := os.Stat(filepath.Join(dir, "state", "audit", "audit.jsonl")); err != nil {
-		t.Fatalf("no audit file: %v", err)
-	}
+	st.waitFor("alice-3", 200)
+	st.waitFor("alice-1", 401)
 }
 
 type lockedBuffer struct {
