@@ -266,7 +266,9 @@ func (l *Log) Close() error {
 }
 
 // Read returns up to limit of the newest records keep accepts, oldest
-// first, across the rotated files and the current one.
+// first, across the rotated files and the current one. It reads the
+// newest file first and stops at the first file that completes the
+// count, so a long history is not read for a short answer.
 func (l *Log) Read(keep func(*Event) bool, limit int) ([]json.RawMessage, error) {
 	if l == nil {
 		return []json.RawMessage{}, nil
@@ -278,20 +280,21 @@ func (l *Log) Read(keep func(*Event) bool, limit int) ([]json.RawMessage, error)
 		return nil, err
 	}
 	out := []json.RawMessage{}
-	for _, name := range files {
-		err := eachLine(name, func(_ int, line []byte) error {
+	for i := len(files) - 1; i >= 0; i-- {
+		var got []json.RawMessage
+		err := eachLine(files[i], func(_ int, line []byte) error {
 			var ev Event
-			if json.Unmarshal(line, &ev) != nil || !keep(&ev) {
-				return nil
-			}
-			out = append(out, json.RawMessage(bytes.Clone(line)))
-			if limit > 0 && len(out) > limit {
-				out = out[1:]
+			if json.Unmarshal(line, &ev) == nil && keep(&ev) {
+				got = append(got, json.RawMessage(bytes.Clone(line)))
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
+		}
+		out = append(got, out...)
+		if limit > 0 && len(out) >= limit {
+			return out[len(out)-limit:], nil
 		}
 	}
 	return out, nil
