@@ -159,7 +159,7 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 			ev.Result.Status, ev.Result.BytesIn, ev.Result.BytesOut = status, body.n, int64(ww.BytesWritten())
 			now := time.Now()
 			ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
-			s.audit.Write(ev)
+			s.record(ev)
 		}()
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), auditKey, ra)))
 	})
@@ -399,4 +399,12 @@ func (s *Server) overDisk(tenantName string) error {
 			fmt.Errorf("disk quota exceeded: tenant %s uses %d of %d bytes", tenantName, used, t.Quotas.DiskBytes))
 	}
 	return nil
+}
+
+// record writes an audit event and counts a denial.
+func (s *Server) record(ev audit.Event) {
+	if ev.Decision == "deny" {
+		s.metrics.denials.WithLabelValues(ev.Rule).Inc()
+	}
+	s.audit.Write(ev)
 }

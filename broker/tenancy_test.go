@@ -216,6 +216,10 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	if denials != n {
 		t.Fatalf("%d denials audited, want %d", denials, n)
 	}
+	_, metrics := tc.as(bobToken, "GET", "/metrics", nil)
+	if want := fmt.Sprintf(`wsbroker_denials_total{rule="tenant"} %d`, n); !strings.Contains(string(metrics), want) {
+		t.Fatalf("metrics lack %q", want)
+	}
 }
 
 // TestTokenRotationWithoutRestart swaps the registry: the old token stops

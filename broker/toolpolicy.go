@@ -115,7 +115,7 @@ func (s *Server) runTool(ctx context.Context, r *http.Request, wk *workspace, se
 	ca.mu.Unlock()
 	ev.Result = &audit.Result{IsError: &isErr, BytesIn: int64(len(args)), BytesOut: int64(len(out))}
 	ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
-	s.audit.Write(ev)
+	s.record(ev)
 	return res
 }
 
