@@ -378,3 +378,51 @@ func TestGuardForwardsEveryInterface(t *testing.T) {
 		t.Fatal("Unwrap lost the workspace")
 	}
 }
+
+// TestNetworkRuleAtCreate: a policy allowing only network "none" refuses
+// a local workspace, whose commands share the host's network.
+func TestNetworkRuleAtCreate(t *testing.T) {
+	pol, err := policy.Parse([]byte("network:\n  allow: [none]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := newTenancy(t, nil, pol, nil)
+	resp, data := tc.as(aliceToken, "POST", "/v1/workspaces", map[string]any{})
+	p := checkProblem(t, resp, data, http.StatusForbidden, "denied")
+	if !strings.Contains(p.Detail, `Blocked by policy: network mode "host"`) {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	tc.createAs(bobToken) // no policy
+}
+
+// TestBatchDeniesPerCall: in a batch, a denied call is an isError result
+// and the others run.
+func TestBatchDeniesPerCall(t *testing.T) {
+	tc, ws := policyTenancy(t)
+	var out broker.BatchResponse
+	_, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+ws.ID+"/tools", map[string]any{
+		"mode": "sequential",
+		"calls": []any{
+			map[string]any{"id": "1", "name": "write", "arguments": map[string]any{"path": "src/x", "content": "x"}},
+			map[string]any{"id": "2", "name": "read", "arguments": map[string]any{"path": "src/a.txt"}},
+			map[string]any{"id": "3", "name": "read", "arguments": map[string]any{"path": ".env"}},
+		},
+	})
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 3 {
+		t.Fatalf("batch: %s", data)
+	}
+	blocked(t, out.Results[0].Result, `tool "write"`)
+	if r := out.Results[1].Result; r.IsError || !strings.Contains(text(r), "[REDACTED:key]") {
+		t.Fatalf("allowed read: %+v", r)
+	}
+	blocked(t, out.Results[2].Result, ".env")
+	ids := map[string]bool{}
+	for _, ev := range tc.records() {
+		if ev.Stage == audit.StageToolCall {
+			ids[ev.AuditID[strings.LastIndexByte(ev.AuditID, '/')+1:]] = true
+		}
+	}
+	if !ids["1"] || !ids["2"] || !ids["3"] {
+		t.Fatalf("tool call records %v", ids)
+	}
+}
