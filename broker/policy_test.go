@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wsbroker/wsbroker/audit"
@@ -424,5 +425,41 @@ func TestBatchDeniesPerCall(t *testing.T) {
 	}
 	if !ids["1"] || !ids["2"] || !ids["3"] {
 		t.Fatalf("tool call records %v", ids)
+	}
+}
+
+// TestWorkspaceQuotaUnderParallelCreates: creates racing each other
+// cannot together pass the quota.
+func TestWorkspaceQuotaUnderParallelCreates(t *testing.T) {
+	tc := newTenancy(t, func(c *tenant.Config) { c.Quotas.Workspaces = 2 }, nil, nil)
+	codes := make(chan int, 6)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			req := tc.request("POST", "/v1/workspaces", map[string]any{})
+			req.Header.Set("Authorization", "Bearer "+aliceToken)
+			resp, err := tc.hs.Client().Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(codes)
+	created := 0
+	for c := range codes {
+		switch c {
+		case http.StatusCreated:
+			created++
+		case http.StatusForbidden:
+		default:
+			t.Errorf("status %d", c)
+		}
+	}
+	if created != 2 {
+		t.Fatalf("%d workspaces created under a quota of 2", created)
 	}
 }

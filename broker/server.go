@@ -44,6 +44,7 @@ type Server struct {
 
 	mu         sync.RWMutex
 	workspaces map[string]*workspace
+	creating   map[string]int // tenant -> creates in progress, for the quota
 
 	calls    callSet
 	stopping chan struct{} // closed when Shutdown begins
@@ -96,6 +97,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		backends:   backends,
 		metrics:    newMetrics(),
 		workspaces: map[string]*workspace{},
+		creating:   map[string]int{},
 		stopping:   make(chan struct{}),
 	}
 	reg := cfg.Tenants
@@ -200,19 +202,6 @@ func (s *Server) lookup(t *tenant.Tenant, id string) (w *workspace, foreign bool
 		return nil, ok, fmt.Errorf("workspace %q: %w", id, ErrNotFound)
 	}
 	return w, false, nil
-}
-
-// count returns how many workspaces tenant name holds.
-func (s *Server) count(name string) int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	n := 0
-	for _, w := range s.workspaces {
-		if w.tenant == name {
-			n++
-		}
-	}
-	return n
 }
 
 // remove forgets a workspace; it reports false when it was already gone.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -86,6 +87,13 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Options = opts
+	release, err := s.reserveWorkspace(t)
+	if err != nil {
+		auditDenial(r, "quota", err.Error())
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	defer release()
 	if s.isStopping() {
 		writeProblem(w, r, s.logger, errShuttingDown)
 		return
@@ -231,9 +239,6 @@ func (s *Server) admit(t *tenant.Tenant, backend string, options json.RawMessage
 	if !t.AllowsBackend(backend) {
 		return nil, deny("tenant %s may not use the %s backend", t.Name, backend)
 	}
-	if q := t.Quotas.Workspaces; q > 0 && s.count(t.Name) >= q {
-		return nil, deny("workspace quota exceeded: tenant %s holds %d of %d workspaces", t.Name, s.count(t.Name), q)
-	}
 	var opts createOptions
 	var fields map[string]json.RawMessage
 	if len(options) > 0 {
@@ -248,7 +253,7 @@ func (s *Server) admit(t *tenant.Tenant, backend string, options json.RawMessage
 	network := hostNetwork
 	if backend == "docker" {
 		network = opts.Network
-		if network == "" && pol != nil && len(pol.Network.Allow) > 0 {
+		if network == "" && pol != nil && len(pol.Network.Allow) > 0 && !strings.ContainsAny(pol.Network.Allow[0], "*?[\\") {
 			network = pol.Network.Allow[0]
 			if fields == nil {
 				fields = map[string]json.RawMessage{}
@@ -266,4 +271,33 @@ func (s *Server) admit(t *tenant.Tenant, backend string, options json.RawMessage
 		}
 	}
 	return options, nil
+}
+
+// reserveWorkspace holds one of the tenant's workspace slots while a
+// create runs, so that parallel creates cannot together pass the quota.
+// The returned func gives the reservation back (the workspace, if made,
+// is counted by then).
+func (s *Server) reserveWorkspace(t *tenant.Tenant) (func(), error) {
+	q := t.Quotas.Workspaces
+	if q <= 0 {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.creating[t.Name]
+	for _, w := range s.workspaces {
+		if w.tenant == t.Name {
+			held++
+		}
+	}
+	if held >= q {
+		return nil, opsapi.E("create", "", opsapi.ErrDenied,
+			fmt.Errorf("workspace quota exceeded: tenant %s holds %d of %d workspaces", t.Name, held, q))
+	}
+	s.creating[t.Name]++
+	return func() {
+		s.mu.Lock()
+		s.creating[t.Name]--
+		s.mu.Unlock()
+	}, nil
 }
