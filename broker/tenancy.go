@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,7 +127,8 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 		body := &hashingReader{rc: r.Body, h: sha256.New()}
 		r.Body = body
 		ra := &reqAudit{body: body, ev: audit.Event{
-			AuditID:                  middleware.GetReqID(r.Context()),
+			AuditID:                  newAuditID(),
+			RequestID:                middleware.GetReqID(r.Context()),
 			Stage:                    audit.StageResponseComplete,
 			SourceIP:                 peerIP(r),
 			Verb:                     r.Method,
@@ -407,4 +410,12 @@ func (s *Server) record(ev audit.Event) {
 		s.metrics.denials.WithLabelValues(ev.Rule).Inc()
 	}
 	s.audit.Write(ev)
+}
+
+// newAuditID returns 128 random bits as hex: the client's X-Request-Id is
+// its own to choose, an audit id is not.
+func newAuditID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -69,8 +69,13 @@ func (s *Server) runTool(ctx context.Context, r *http.Request, wk *workspace, se
 	red := pol.Redactor()
 	call := describeTool(name, args)
 	call.Root = wk.ws.Root()
+	parent := newAuditID()
+	if ra := reqAuditFrom(r.Context()); ra != nil {
+		parent = ra.ev.AuditID // set once, before any handler runs
+	}
 	ca := &reqAudit{ev: audit.Event{
-		AuditID:                  fmt.Sprintf("%s/%d", middleware.GetReqID(r.Context()), seq),
+		AuditID:                  fmt.Sprintf("%s/%d", parent, seq),
+		RequestID:                middleware.GetReqID(r.Context()),
 		Stage:                    audit.StageToolCall,
 		Tenant:                   wk.tenant,
 		SourceIP:                 peerIP(r),
