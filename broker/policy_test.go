@@ -463,3 +463,22 @@ func TestWorkspaceQuotaUnderParallelCreates(t *testing.T) {
 		t.Fatalf("%d workspaces created under a quota of 2", created)
 	}
 }
+
+// TestMaxTimeoutAppliesToCommandsWithout: a command given no timeout is
+// killed at the policy's maximum, through the tool and through /exec.
+func TestMaxTimeoutAppliesToCommandsWithout(t *testing.T) {
+	pol, err := policy.Parse([]byte("maxTimeout: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := newTenancy(t, nil, pol, nil)
+	ws := tc.createAs(aliceToken)
+	r := tc.tool(ws, "bash", map[string]any{"command": "sleep 60"})
+	if !r.IsError || !strings.Contains(text(r), "timed out") {
+		t.Fatalf("bash without a timeout: %+v", r)
+	}
+	_, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+ws.ID+"/exec", map[string]any{"command": "sleep 60"})
+	if !strings.Contains(string(data), `"timedOut":true`) {
+		t.Fatalf("exec without a timeout: %s", data)
+	}
+}
