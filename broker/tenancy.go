@@ -62,9 +62,15 @@ func (s *Server) policyOf(name string) *policy.Policy {
 	return denyAll
 }
 
-var denyAll = &policy.Policy{Name: "tenant-removed", Tools: policy.Rule{Deny: []string{"*"}},
-	Paths:    policy.PathRules{Read: policy.Rule{Deny: []string{"**", "/**"}}, Write: policy.Rule{Deny: []string{"**", "/**"}}},
-	Commands: policy.Rule{Deny: []string{"."}}}
+var denyAll = func() *policy.Policy {
+	p := &policy.Policy{Name: "tenant-removed", Tools: policy.Rule{Deny: []string{"*"}},
+		Paths:    policy.PathRules{Read: policy.Rule{Deny: []string{"**", "/**"}}, Write: policy.Rule{Deny: []string{"**", "/**"}}},
+		Commands: policy.Rule{Deny: []string{"."}}}
+	if err := p.Compile(); err != nil { // compiled now: Decide is then safe from many goroutines
+		panic(err)
+	}
+	return p
+}()
 
 // reqAudit collects what the handlers learn about a request, for its
 // audit record.

@@ -99,8 +99,9 @@ func Parse(data []byte) (*Policy, error) {
 	return &p, nil
 }
 
-// Compile checks every rule and prepares it; Decide compiles on demand,
-// but a caller loading a file wants the errors now.
+// Compile checks every rule and prepares it. Parse compiles; a Policy
+// built in code must be compiled before it is shared between goroutines
+// (Decide compiles on demand, which is not safe concurrently).
 func (p *Policy) Compile() error {
 	if p.compiled != nil {
 		return nil

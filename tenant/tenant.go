@@ -99,10 +99,16 @@ func ParseHash(s string) ([sha256.Size]byte, error) {
 	return out, nil
 }
 
-// New validates c; pol is its loaded policy (nil for none).
+// New validates c; pol is its loaded policy (nil for none), compiled here
+// if it was built in code.
 func New(c Config, pol *policy.Policy) (*Tenant, error) {
 	if c.Name == "" {
 		return nil, errors.New("tenant: name is required")
+	}
+	if pol != nil {
+		if err := pol.Compile(); err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", c.Name, err)
+		}
 	}
 	t := &Tenant{Name: c.Name, Admin: c.Admin, Backends: c.Backends, Images: c.Images, Quotas: c.Quotas, Policy: pol}
 	if len(c.TokenHashes) == 0 {
