@@ -2,7 +2,15 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -249,5 +257,39 @@ func TestDocumentedTenancyExamplesLoad(t *testing.T) {
 	}
 	if len(reg.Tenants()) != 3 || len(files) != 2 || reg.Lookup("team-a-agents").Policy == nil || cfg.TLS == nil {
 		t.Fatalf("loaded %d tenants, files %v", len(reg.Tenants()), files)
+	}
+}
+
+// TestServerTLSFromFiles: the tls section's files make a configuration
+// that requires client certificates from the given CA.
+func TestServerTLSFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cfg, err := serverTLS(&tlsConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: certFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.ClientCAs == nil || len(cfg.Certificates) != 1 {
+		t.Fatalf("config %+v", cfg)
+	}
+	if cfg, err := serverTLS(&tlsConfig{CertFile: certFile, KeyFile: keyFile}); err != nil || cfg.ClientAuth != tls.NoClientCert {
+		t.Fatalf("without a client CA: %v %+v", err, cfg)
+	}
+	if _, err := serverTLS(&tlsConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: keyFile}); err == nil {
+		t.Fatal("a CA file without a certificate accepted")
+	}
+	if _, err := serverTLS(&tlsConfig{CertFile: certFile}); err == nil {
+		t.Fatal("a missing key file accepted")
 	}
 }
