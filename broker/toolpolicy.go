@@ -95,14 +95,17 @@ func (s *Server) runTool(ctx context.Context, r *http.Request, wk *workspace, se
 	}
 	var res tools.Result
 	d := pol.Decide(call)
+	var quotaErr error
+	if d.Allowed && writesTool(name) {
+		quotaErr = s.overDisk(wk.tenant)
+	}
 	switch {
 	case !d.Allowed:
 		ca.ev.Decision, ca.ev.Rule, ca.ev.Reason = "deny", d.Rule, d.Reason
 		res = tools.ErrorResult(d.Message())
-	case writesTool(name) && s.overDisk(wk.tenant) != nil:
-		err := s.overDisk(wk.tenant)
-		ca.ev.Decision, ca.ev.Rule, ca.ev.Reason = "deny", "quota", err.Error()
-		res = tools.ErrorResult("Blocked by quota: " + err.Error())
+	case quotaErr != nil:
+		ca.ev.Decision, ca.ev.Rule, ca.ev.Reason = "deny", "quota", quotaErr.Error()
+		res = tools.ErrorResult("Blocked by quota: " + quotaErr.Error())
 	default:
 		var up tools.UpdateFunc
 		if onUpdate != nil {
