@@ -43,8 +43,14 @@ func BenchmarkReadFile4K(b *testing.B) {
 func BenchmarkBashTrue(b *testing.B) {
 	e := newEnv(b, nil)
 	ws := e.workspace()
+	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/bash", `{"command":"true"}`)
+}
+
+// benchPost posts body to path in a loop, expecting 200.
+func benchPost(b *testing.B, e *env, path, body string) {
+	b.Helper()
 	for b.Loop() {
-		resp, err := e.hs.Client().Do(e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/bash", `{"command":"true"}`))
+		resp, err := e.hs.Client().Do(e.request("POST", path, body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,15 +104,5 @@ func BenchmarkReadToolTenancy(b *testing.B) {
 func benchReadTool(b *testing.B, e *env, ws broker.WorkspaceInfo) {
 	b.Helper()
 	writeHost(b, ws, "a.txt", strings.Repeat("line\n", 100))
-	for b.Loop() {
-		resp, err := e.hs.Client().Do(e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/read", `{"path":"a.txt"}`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
+	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/read", `{"path":"a.txt"}`)
 }
