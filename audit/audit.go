@@ -64,10 +64,10 @@ type Event struct {
 	Seq        uint64 `json:"seq"`
 	// AuditID is made by the broker; RequestID is the X-Request-Id the
 	// logs carry, which a client may have chosen, so it only correlates.
-	AuditID    string `json:"auditID"`
-	RequestID  string `json:"requestID,omitempty"`
-	Stage      string `json:"stage"`
-	Tenant     string `json:"tenant,omitempty"`
+	AuditID   string `json:"auditID"`
+	RequestID string `json:"requestID,omitempty"`
+	Stage     string `json:"stage"`
+	Tenant    string `json:"tenant,omitempty"`
 	// SourceIP is the connection's peer address, never a header.
 	SourceIP  string `json:"sourceIP,omitempty"`
 	Verb      string `json:"verb,omitempty"`
