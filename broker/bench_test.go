@@ -4,8 +4,14 @@ package broker_test
 import (
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tenant"
 )
 
 func benchGet(b *testing.B, e *env, path string) {
@@ -37,8 +43,14 @@ func BenchmarkReadFile4K(b *testing.B) {
 func BenchmarkBashTrue(b *testing.B) {
 	e := newEnv(b, nil)
 	ws := e.workspace()
+	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/bash", `{"command":"true"}`)
+}
+
+// benchPost posts body to path in a loop, expecting 200.
+func benchPost(b *testing.B, e *env, path, body string) {
+	b.Helper()
 	for b.Loop() {
-		resp, err := e.hs.Client().Do(e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/bash", `{"command":"true"}`))
+		resp, err := e.hs.Client().Do(e.request("POST", path, body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,4 +60,49 @@ func BenchmarkBashTrue(b *testing.B) {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
 	}
+}
+
+// benchTenancy is a broker with a tenant whose policy has path rules and
+// a redaction rule, writing an audit file: what tenancy costs per call.
+func benchTenancy(b *testing.B) (*env, broker.WorkspaceInfo) {
+	b.Helper()
+	pol, err := policy.Parse([]byte("paths:\n  read:\n    deny: ['**/.env']\nredact:\n  - name: k\n    pattern: 'SECRET-[0-9]{6}'\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tn, _ := tenant.New(tenant.Config{Name: "bench", TokenHashes: []string{tenant.HashToken(testToken)}}, pol)
+	reg, _ := tenant.NewRegistry(tn)
+	log, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = log.Close() })
+	e := newEnv(b, func(c *broker.Config) { c.Tokens, c.Tenants, c.Audit = nil, reg, log })
+	return e, e.workspace()
+}
+
+// BenchmarkReadFile4KTenancy is BenchmarkReadFile4K with policy,
+// redaction and audit on.
+func BenchmarkReadFile4KTenancy(b *testing.B) {
+	e, ws := benchTenancy(b)
+	e.must(http.StatusNoContent, "PUT", wsPath(ws, "/files", "4k.bin"), strings.Repeat("x", 4096), nil)
+	benchGet(b, e, wsPath(ws, "/files", "4k.bin"))
+}
+
+// BenchmarkReadToolTenancy and BenchmarkReadTool: a read tool call with
+// and without tenancy.
+func BenchmarkReadTool(b *testing.B) {
+	e := newEnv(b, nil)
+	benchReadTool(b, e, e.workspace())
+}
+
+func BenchmarkReadToolTenancy(b *testing.B) {
+	e, ws := benchTenancy(b)
+	benchReadTool(b, e, ws)
+}
+
+func benchReadTool(b *testing.B, e *env, ws broker.WorkspaceInfo) {
+	b.Helper()
+	writeHost(b, ws, "a.txt", strings.Repeat("line\n", 100))
+	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/read", `{"path":"a.txt"}`)
 }

@@ -1,9 +1,13 @@
 package broker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/tenant"
 )
 
 // Defaults used where a Config field is zero.
@@ -29,6 +33,21 @@ type Config struct {
 	// Tokens are the accepted bearer tokens. Only their SHA-256 hashes are
 	// kept; they are never logged.
 	Tokens []string
+	// Tenants, when set, replaces Tokens: each token belongs to a tenant
+	// with its own workspaces, quotas and policy. With only Tokens, they
+	// form one admin tenant named "default".
+	Tenants *tenant.Registry
+	// Audit receives one record per request and per tool call; nil keeps
+	// no audit trail.
+	Audit *audit.Log
+	// OwnersFile records which tenant owns each workspace, so that
+	// ownership survives a restart; empty keeps it in memory (adopted
+	// workspaces then belong to the first tenant).
+	OwnersFile string
+	// TLS, when set, makes Serve speak HTTPS; with ClientAuth set to
+	// tls.RequireAndVerifyClientCert and ClientCAs, only clients with a
+	// certificate from those CAs get to send a request at all (mTLS).
+	TLS *tls.Config
 	// DefaultBackend names the backend of a workspace created without one.
 	DefaultBackend string
 	// MaxJSONBody bounds JSON request bodies (workspace, glob, search,
@@ -97,8 +116,8 @@ func (c Config) withDefaults() Config {
 // Validate reports the first unusable field (after defaults apply).
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if len(c.Tokens) == 0 {
-		return errors.New("broker: at least one bearer token is required")
+	if len(c.Tokens) == 0 && c.Tenants == nil {
+		return errors.New("broker: at least one bearer token or a tenant registry is required")
 	}
 	for i, t := range c.Tokens {
 		if t == "" {

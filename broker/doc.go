@@ -35,6 +35,18 @@
 // Shutdown cancels all of them and waits. Workspaces outlive the process;
 // backends that implement opsapi.Rediscoverer hand them back at New.
 //
+// # Tenants, policy and audit
+//
+// Every /v1 request is authenticated to a tenant (tenancy.go): its
+// workspaces are the only ones it can reach (another's is a 404 like a
+// missing one), its rate and concurrency limits answer 429, and its
+// policy is asked before every tool call and raw operation, with
+// redaction applied to results and streams (toolpolicy.go). Each
+// workspace is wrapped in a policy.Guard; handlers test abilities on the
+// backend's workspace and call through the Guard. Every request and tool
+// call is one record in the hash-chained audit log (package audit).
+// docs/tenancy.md and docs/policy.md describe the behaviour.
+//
 // # Example
 //
 //	srv, err := broker.New(broker.Config{Tokens: []string{token}},

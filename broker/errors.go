@@ -28,6 +28,9 @@ var (
 	// ErrBadRequest: a body that is not the JSON the route expects
 	// (malformed, unknown field, wrong type, duplicate key, trailing data).
 	ErrBadRequest = errors.New("bad request")
+	// ErrTooManyRequests: a tenant over its request rate or its
+	// concurrent calls; the answer carries Retry-After.
+	ErrTooManyRequests = errors.New("too many requests")
 )
 
 // StatusClientClosedRequest is the non-standard status (nginx's) for a call
@@ -51,6 +54,8 @@ func ToHTTP(err error) (status int, code string) {
 		return http.StatusUnsupportedMediaType, "unsupported_media_type"
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, ErrTooManyRequests):
+		return http.StatusTooManyRequests, "too_many_requests"
 	case errors.As(err, &maxBytes):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	}

@@ -22,6 +22,7 @@ type metrics struct {
 	workspaces *prometheus.GaugeVec
 	bytesIn    *prometheus.CounterVec
 	bytesOut   *prometheus.CounterVec
+	denials    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -52,8 +53,12 @@ func newMetrics() *metrics {
 			Name: "wsbroker_bytes_out_total",
 			Help: "Response body bytes written on workspace routes, by backend.",
 		}, []string{"backend"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsbroker_denials_total",
+			Help: "Audited denials (requests and tool calls) by rule: tenant, authentication, rate, concurrency, quota or a policy rule.",
+		}, []string{"rule"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.running, m.workspaces, m.bytesIn, m.bytesOut,
+	m.reg.MustRegister(m.requests, m.latency, m.running, m.workspaces, m.bytesIn, m.bytesOut, m.denials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -17,8 +17,22 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
 )
+
+// ability returns wk's workspace behind its policy Guard as T, when the
+// backend's own workspace implements T (the Guard implements every
+// interface, so the test is made on what it wraps).
+func ability[T any](wk *workspace) (T, bool) {
+	var zero T
+	if _, ok := wk.ws.(T); !ok {
+		return zero, false
+	}
+	t, ok := any(wk.guard).(T)
+	return t, ok
+}
 
 // MaxExecTimeout is the largest exec timeout accepted, in seconds: the
 // largest delay a JavaScript timer (pi's host) can express, 2^31-1 ms.
@@ -78,7 +92,10 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	rd, ok := wk.ws.(opsapi.ReadOperations)
+	if !s.decide(w, r, wk, policy.Call{Op: "read", Read: []string{p}}) {
+		return
+	}
+	rd, ok := ability[opsapi.ReadOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "read"))
 		return
@@ -103,6 +120,22 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if red := s.policyOf(wk.tenant).Redactor(); !red.Empty() {
+		// Redaction changes the length, so the body streams without one.
+		w.WriteHeader(http.StatusOK)
+		sr := policy.NewStreamRedactor(red, w)
+		if _, err := sr.Write(buf[:n]); err != nil || whole {
+			_ = sr.Flush()
+			return
+		}
+		if _, err := io.CopyBuffer(sr, rc, buf); err != nil {
+			s.logger.Warn("file stream broken", "request_id", middleware.GetReqID(r.Context()),
+				"workspace", wk.id, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		_ = sr.Flush()
+		return
+	}
 	if whole {
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 	}
@@ -151,7 +184,10 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	wo, ok := wk.ws.(opsapi.WriteOperations)
+	if !s.decide(w, r, wk, policy.Call{Op: "write", Write: []string{p}}) {
+		return
+	}
+	wo, ok := ability[opsapi.WriteOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "write"))
 		return
@@ -205,12 +241,15 @@ func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	st, ok := wk.ws.(statter)
+	if !s.decide(w, r, wk, policy.Call{Op: "stat", Read: []string{p}}) {
+		return
+	}
+	st, ok := ability[statter](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "stat"))
 		return
 	}
-	rd, canRead := wk.ws.(opsapi.ReadOperations)
+	rd, canRead := ability[opsapi.ReadOperations](wk)
 	if a := r.URL.Query().Get("access"); a != "" {
 		var mode opsapi.AccessMode
 		switch a {
@@ -274,7 +313,10 @@ func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	rs, ok := wk.ws.(opsapi.Resolver)
+	if !s.decide(w, r, wk, policy.Call{Op: "realpath", Read: []string{p}}) {
+		return
+	}
+	rs, ok := ability[opsapi.Resolver](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "realpath"))
 		return
@@ -299,7 +341,10 @@ func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	ls, ok := wk.ws.(opsapi.LsOperations)
+	if !s.decide(w, r, wk, policy.Call{Op: "readdir", Read: []string{p}}) {
+		return
+	}
+	ls, ok := ability[opsapi.LsOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "readdir"))
 		return
@@ -323,7 +368,10 @@ func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	wo, ok := wk.ws.(opsapi.WriteOperations)
+	if !s.decide(w, r, wk, policy.Call{Op: "mkdir", Write: []string{p}}) {
+		return
+	}
+	wo, ok := ability[opsapi.WriteOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "mkdir"))
 		return
@@ -375,7 +423,11 @@ func (res opsResource) glob(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	fo, ok := wk.ws.(opsapi.FindOperations)
+	reqAuditFrom(r.Context()).set(func(ev *audit.Event) { ev.Args = &audit.Args{Path: req.Dir} })
+	if !s.decide(w, r, wk, policy.Call{Op: "glob", Read: []string{req.Dir}}) {
+		return
+	}
+	fo, ok := ability[opsapi.FindOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "glob"))
 		return
@@ -411,7 +463,11 @@ func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, invalid("search", "", "field \"context\" must be >= 0, got %d", req.Context))
 		return
 	}
-	gr, ok := wk.ws.(opsapi.GrepOperations)
+	reqAuditFrom(r.Context()).set(func(ev *audit.Event) { ev.Args = &audit.Args{Path: req.Path} })
+	if !s.decide(w, r, wk, policy.Call{Op: "search", Read: []string{req.Path}}) {
+		return
+	}
+	gr, ok := ability[opsapi.GrepOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "search"))
 		return
@@ -423,6 +479,10 @@ func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.Lines == nil {
 		out.Lines = []opsapi.SearchLine{}
+	}
+	red := s.policyOf(wk.tenant).Redactor()
+	for i := range out.Lines {
+		out.Lines[i].Text = red.String(out.Lines[i].Text)
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -501,7 +561,15 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	bo, ok := wk.ws.(opsapi.BashOperations)
+	red := s.policyOf(wk.tenant).Redactor()
+	envNames := policy.EnvNames(req.Env)
+	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
+		ev.Args = &audit.Args{Path: req.Cwd, Command: audit.Truncate(red.String(req.Command), audit.MaxCommand), Env: envNames}
+	})
+	if !s.decide(w, r, wk, policy.Call{Op: "exec", Command: req.Command, HasCommand: true, Timeout: req.Timeout, Env: envNames}) {
+		return
+	}
+	bo, ok := ability[opsapi.BashOperations](wk)
 	if !ok {
 		writeProblem(w, r, s.logger, unsupported(wk, "exec"))
 		return
@@ -515,8 +583,12 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	out := &execStream{w: w}
-	req.Output = out
+	// Redacted before it leaves: whole lines at a time, so a secret split
+	// between two reads of the pipe is joined first.
+	sr := policy.NewStreamRedactor(red, out)
+	req.Output = sr
 	result, err := bo.Exec(ctx, req)
+	_ = sr.Flush()
 	if err != nil {
 		if !out.started {
 			writeProblem(w, r, s.logger, err)
@@ -526,6 +598,9 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		out.line(ExecLine{Type: "error", Code: code, Detail: err.Error()})
 		return
 	}
+	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
+		ev.Result = &audit.Result{ExitCode: &result.ExitCode}
+	})
 	out.line(ExecExit{Type: "exit", ExecResult: result})
 }
 

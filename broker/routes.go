@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tools"
 )
 
@@ -42,8 +43,9 @@ func (s *Server) routes() http.Handler {
 	r.Method(http.MethodGet, "/metrics", s.metrics.handler())
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.auditRequests, s.authenticate, s.limit)
 		r.Get("/openapi.json", s.openapi)
+		r.Get("/audit", s.readAudit)
 		r.Get("/tools", s.listTools)
 		r.Mount("/workspaces", workspacesResource{s}.Routes())
 	})
@@ -140,8 +142,17 @@ type ToolList struct {
 	Tools []tools.Definition `json:"tools"`
 }
 
+// listTools declares the tools the caller's policy allows: a model is not
+// offered a tool every call of which would be blocked.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, r, http.StatusOK, ToolList{Tools: tools.Definitions()})
+	pol := s.policyOf(tenantFrom(r.Context()).Name)
+	defs := []tools.Definition{}
+	for _, d := range tools.Definitions() {
+		if pol.Decide(policy.Call{Tool: d.Name}).Allowed {
+			defs = append(defs, d)
+		}
+	}
+	writeJSON(w, r, http.StatusOK, ToolList{Tools: defs})
 }
 
 // writeJSON answers v as JSON with status.

@@ -3,7 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -12,9 +12,15 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/tools"
 )
 
@@ -27,13 +33,18 @@ type Server struct {
 	cfg      Config
 	logger   *slog.Logger
 	backends map[string]opsapi.Backend
-	tokens   [][sha256.Size]byte
+	reg      atomic.Pointer[tenant.Registry]
+	limits   sync.Map // tenant name -> *tenantLimits
+	audit    *audit.Log
+	owners   *ownerStore
+	disk     diskUsage
 	metrics  *metrics
 	handler  http.Handler
 	allow    map[string][]string // route pattern -> methods, for 405s
 
 	mu         sync.RWMutex
 	workspaces map[string]*workspace
+	creating   map[string]int // tenant -> creates in progress, for the quota
 
 	calls    callSet
 	stopping chan struct{} // closed when Shutdown begins
@@ -44,7 +55,9 @@ type Server struct {
 type workspace struct {
 	id        string
 	backend   string
-	ws        opsapi.Workspace
+	tenant    string
+	ws        opsapi.Workspace // the backend's workspace: test abilities on it
+	guard     *policy.Guard    // the same, behind the tenant's policy: call through it
 	toolbox   *tools.Toolbox
 	createdAt time.Time
 }
@@ -84,11 +97,24 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		backends:   backends,
 		metrics:    newMetrics(),
 		workspaces: map[string]*workspace{},
+		creating:   map[string]int{},
 		stopping:   make(chan struct{}),
 	}
-	for _, t := range cfg.Tokens {
-		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	reg := cfg.Tenants
+	if reg == nil {
+		// The single-token setup: one default tenant, admin of its broker.
+		var err error
+		if reg, err = tenant.NewRegistry(tenant.WithTokens(tenant.DefaultName, true, cfg.Tokens...)); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
 	}
+	s.SetTenants(reg)
+	s.audit = cfg.Audit
+	owners, err := loadOwners(cfg.OwnersFile)
+	if err != nil {
+		return nil, err
+	}
+	s.owners = owners
 	for name := range backends {
 		s.metrics.workspaces.WithLabelValues(name).Set(0)
 	}
@@ -122,7 +148,11 @@ func (s *Server) rediscover() error {
 			if c, ok := ws.(creationTimer); ok {
 				created = c.CreatedAt()
 			}
-			s.add(id, name, ws, created)
+			owner, ok := s.owners.get(id)
+			if !ok {
+				owner = s.reg.Load().First().Name
+			}
+			s.add(id, name, owner, ws, created)
 			s.logger.Info("workspace rediscovered", "workspace", id, "backend", name, "root", ws.Root())
 		}
 	}
@@ -136,13 +166,23 @@ type creationTimer interface {
 	CreatedAt() time.Time
 }
 
-func (s *Server) add(id, backend string, ws opsapi.Workspace, created time.Time) *workspace {
+func (s *Server) add(id, backend, owner string, ws opsapi.Workspace, created time.Time) *workspace {
+	guard := policy.NewGuard(ws, func() *policy.Policy { return s.policyOf(owner) },
+		func(ctx context.Context, op string, d policy.Decision) {
+			s.logger.Info("policy denied an operation", "workspace", id, "tenant", owner, "op", op, "rule", d.Rule,
+				"request_id", middleware.GetReqID(ctx))
+			if ra := reqAuditFrom(ctx); ra != nil {
+				ra.set(func(ev *audit.Event) { ev.Decision, ev.Rule, ev.Reason = "deny", d.Rule, d.Reason })
+			}
+		})
 	w := &workspace{
 		id:        id,
 		backend:   backend,
+		tenant:    owner,
 		ws:        ws,
+		guard:     guard,
 		createdAt: created,
-		toolbox:   tools.New(ws, tools.Options{Logger: s.logger.With("workspace", id, "backend", backend)}),
+		toolbox:   tools.New(guard, tools.Options{Logger: s.logger.With("workspace", id, "backend", backend, "tenant", owner)}),
 	}
 	s.mu.Lock()
 	s.workspaces[id] = w
@@ -151,14 +191,17 @@ func (s *Server) add(id, backend string, ws opsapi.Workspace, created time.Time)
 	return w
 }
 
-func (s *Server) lookup(id string) (*workspace, error) {
+// lookup finds workspace id for tenant t. Another tenant's workspace is
+// the same error as a missing one, word for word; foreign tells the caller
+// (for the audit record) which of the two it was.
+func (s *Server) lookup(t *tenant.Tenant, id string) (w *workspace, foreign bool, err error) {
 	s.mu.RLock()
 	w, ok := s.workspaces[id]
 	s.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("workspace %q: %w", id, ErrNotFound)
+	if !ok || t == nil || w.tenant != t.Name {
+		return nil, ok, fmt.Errorf("workspace %q: %w", id, ErrNotFound)
 	}
-	return w, nil
+	return w, false, nil
 }
 
 // remove forgets a workspace; it reports false when it was already gone.
@@ -173,11 +216,13 @@ func (s *Server) remove(id string) (*workspace, bool) {
 	return w, ok
 }
 
-func (s *Server) list() []WorkspaceInfo {
+func (s *Server) list(tenantName string) []WorkspaceInfo {
 	s.mu.RLock()
 	out := make([]WorkspaceInfo, 0, len(s.workspaces))
 	for _, w := range s.workspaces {
-		out = append(out, w.info())
+		if w.tenant == tenantName {
+			out = append(out, w.info())
+		}
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -207,6 +252,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // header limits and timeouts (ReadHeaderTimeout against slowloris).
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
+		TLSConfig:         s.cfg.TLS,
 		Addr:              s.cfg.Addr,
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -233,6 +279,9 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // destroyed: workspaces outlive the process.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.logger.Info("broker listening", "addr", ln.Addr().String())

@@ -69,7 +69,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		defer end()
 	}
 	if !acceptsNDJSON(r) {
-		writeJSON(w, r, http.StatusOK, wk.toolbox.Call(ctx, name, args, nil))
+		writeJSON(w, r, http.StatusOK, s.runTool(ctx, r, wk, 1, name, args, nil))
 		return
 	}
 	// Streaming: updates go out as they come, each line flushed.
@@ -77,7 +77,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	lw := newLineWriter(w)
-	result := wk.toolbox.Call(ctx, name, args, func(u tools.Result) {
+	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
 		lw.write(StreamLine{Type: "update", Result: u})
 	})
 	lw.write(StreamLine{Type: "result", Result: result})
@@ -166,7 +166,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: wk.toolbox.Call(ctx, c.Name, args, nil)}
+		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
 	}
 	if req.Mode == "sequential" {
 		for i := range req.Calls {

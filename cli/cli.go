@@ -66,6 +66,9 @@ func commands() []command {
 		{"ws", "create, list and remove workspaces (ws create|ls|rm)", (*CLI).ws},
 		{"tool", "run a tool in a workspace: tool <ws> <name> '<json args>'", (*CLI).tool},
 		{"exec", "run a command in a workspace: exec <ws> -- <command...>", (*CLI).exec},
+		{"policy", "check a policy file and explain its rules: policy check <file>", (*CLI).policyCmd},
+		{"audit", "verify an audit trail's hash chain: audit verify <file...>", (*CLI).auditCmd},
+		{"token", "make a token or the hash a tenant config holds: token new | token hash [token]", (*CLI).tokenCmd},
 		{"version", "print build information", (*CLI).version},
 	}
 }

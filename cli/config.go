@@ -18,6 +18,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
+	"github.com/wsbroker/wsbroker/tenant"
 )
 
 // serveConfig is everything `broker serve` can be told. The YAML keys are
@@ -55,6 +56,15 @@ type serveConfig struct {
 	// --docker/--docker-host is given; nil means off, so a zero-config
 	// start needs no engine.
 	Docker *docker.Config `yaml:"docker"`
+	// Tenants, when present, replace the token file: each has its own
+	// token hashes, quotas, backends, images and policy file (see
+	// docs/tenancy.md). They reload on SIGHUP and when a file changes.
+	// A pointer keeps serveConfig comparable.
+	Tenants *[]tenant.Config `yaml:"tenants"`
+	// Audit configures the audit trail (default <stateDir>/audit/audit.jsonl).
+	Audit auditConfig `yaml:"audit"`
+	// TLS serves HTTPS, and mTLS with a client CA file.
+	TLS *tlsConfig `yaml:"tls"`
 }
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by

@@ -10,6 +10,9 @@
 //	broker ws rm <id>...                     delete workspaces
 //	broker tool <ws> <name> '<json args>'    run one tool, print its text
 //	broker exec <ws> -- <command...>         run a command, stream its output
+//	broker policy check <file>               validate a policy file, explain each rule
+//	broker audit verify <file...>            check an audit trail's hash chain
+//	broker token new | hash [token]          make a token, or the hash a tenant holds
 //	broker version                           print build information
 //
 // Each subcommand has its own flag.FlagSet; `broker <cmd> -h` lists them.
@@ -64,6 +67,14 @@
 // The injected SFTP server, wsb-sftp-server (make build puts it in bin/
 // beside the broker), is looked for beside the broker's executable, then
 // on PATH.
+//
+// A tenants section (docs/tenancy.md) replaces the token file: each
+// tenant has token hashes, quotas, backends, images and a policy file
+// (docs/policy.md). serve reloads the tenants on SIGHUP and when the
+// config, token or a policy file changes; a file that does not load is
+// logged and the tenants in force stay. The audit section (default
+// <stateDir>/audit/audit.jsonl, rotated at 100 MiB) and the tls section
+// (certFile, keyFile, clientCAFile for mTLS) are read at start.
 //
 // SIGINT or SIGTERM stops serve gracefully: it stops accepting, kills
 // running commands, and gives other requests shutdownGrace to finish.

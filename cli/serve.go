@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tenant"
 )
 
 func (c *CLI) serve(ctx context.Context, args []string) error {
@@ -39,14 +41,29 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	token, created, err := ensureToken(cfg.TokenFile)
+	if cfg.tenants() == nil {
+		token, created, err := ensureToken(cfg.TokenFile)
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		if created {
+			// Printed once, outside the logs: tokens never appear in a log line.
+			fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
+		}
+	}
+	reg, watched, err := buildTenants(cfg, c.configFile(f))
 	if err != nil {
-		return fmt.Errorf("token: %w", err)
+		return err
 	}
-	if created {
-		// Printed once, outside the logs: tokens never appear in a log line.
-		fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
+	tlsCfg, err := serverTLS(cfg.TLS)
+	if err != nil {
+		return err
 	}
+	auditLog, err := openAudit(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
 
 	backends, closeBackends, err := newBackends(cfg, logger)
 	if err != nil {
@@ -56,7 +73,10 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 
 	srv, err := broker.New(broker.Config{
 		Addr:           cfg.Listen,
-		Tokens:         []string{token},
+		Tenants:        reg,
+		Audit:          auditLog,
+		OwnersFile:     filepath.Join(cfg.StateDir, "owners.json"),
+		TLS:            tlsCfg,
 		MaxUploadBytes: cfg.MaxUploadBytes,
 		ShutdownGrace:  cfg.ShutdownGrace,
 	}, backends, logger)
@@ -70,6 +90,13 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	watchTenants(ctx, srv, watched, func() (*tenant.Registry, []string, error) {
+		fresh, err := c.resolveServeConfig(fs, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		return buildTenants(fresh, c.configFile(f))
+	}, logger)
 	logger.Info("broker starting", "listen", ln.Addr().String(), "state_dir", cfg.StateDir,
 		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)))
 	// Serve returns after a graceful shutdown: listener closed, running

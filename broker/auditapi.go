@@ -1,0 +1,59 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/wsbroker/wsbroker/audit"
+)
+
+// Audit read limits.
+const (
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
+)
+
+// AuditList is the body of GET /v1/audit: the newest records, oldest
+// first, each exactly as written (with its hash).
+type AuditList struct {
+	Records []json.RawMessage `json:"records"`
+}
+
+// readAudit serves GET /v1/audit: a tenant reads its own records, an admin
+// all of them (or one tenant's with ?tenant=).
+func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
+	t := tenantFrom(r.Context())
+	q := r.URL.Query()
+	limit := defaultAuditLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxAuditLimit {
+			writeProblem(w, r, s.logger, invalid("audit", "", "query parameter \"limit\" must be 1 to %d, got %q", maxAuditLimit, v))
+			return
+		}
+		limit = n
+	}
+	want := q.Get("tenant")
+	if want != "" && !t.Admin && want != t.Name {
+		// Not an error that tells the other tenant exists: just nothing.
+		writeJSON(w, r, http.StatusOK, AuditList{Records: []json.RawMessage{}})
+		return
+	}
+	keep := func(ev *audit.Event) bool {
+		switch {
+		case want != "":
+			return ev.Tenant == want
+		case t.Admin:
+			return true
+		}
+		return ev.Tenant == t.Name
+	}
+	recs, err := s.audit.Read(keep, limit)
+	if err != nil {
+		writeProblem(w, r, s.logger, fmt.Errorf("reading the audit log: %w", err))
+		return
+	}
+	writeJSON(w, r, http.StatusOK, AuditList{Records: recs})
+}

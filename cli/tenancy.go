@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tenant"
+)
+
+// auditConfig is the audit section of the serve configuration.
+type auditConfig struct {
+	// File is the audit log (default <stateDir>/audit/audit.jsonl).
+	File string `yaml:"file"`
+	// MaxBytes rotates the file past this size (default 100 MiB); the
+	// chain continues in the next file.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// Disabled keeps no audit trail.
+	Disabled bool `yaml:"disabled"`
+}
+
+// tlsConfig is the tls section: HTTPS, and mTLS when ClientCAFile is set.
+type tlsConfig struct {
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+	// ClientCAFile (PEM) makes the listener require a client certificate
+	// issued by one of these CAs before any request is read.
+	ClientCAFile string `yaml:"clientCAFile"`
+}
+
+const defaultAuditMaxBytes = 100 << 20
+
+// reloadInterval is how often serve looks for a changed config, token or
+// policy file; SIGHUP reloads at once.
+var reloadInterval = 2 * time.Second
+
+// buildTenants makes the registry cfg describes: its tenants section, or
+// else the one token of the token file as tenant "default". It also
+// returns the files it read, for change detection.
+func buildTenants(cfg serveConfig, configPath string) (*tenant.Registry, []string, error) {
+	if cfg.tenants() == nil {
+		tok, err := readToken(cfg.TokenFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("token: %w", err)
+		}
+		reg, err := tenant.NewRegistry(tenant.WithTokens(tenant.DefaultName, true, tok))
+		return reg, []string{cfg.TokenFile}, err
+	}
+	files := []string{}
+	if configPath != "" {
+		files = append(files, configPath)
+	}
+	var ts []*tenant.Tenant
+	for _, tc := range cfg.tenants() {
+		var pol *policy.Policy
+		if tc.Policy != "" {
+			path := tc.Policy
+			if !filepath.IsAbs(path) && configPath != "" {
+				path = filepath.Join(filepath.Dir(configPath), path)
+			}
+			var err error
+			if pol, err = loadPolicy(path); err != nil {
+				return nil, nil, fmt.Errorf("tenant %s: %w", tc.Name, err)
+			}
+			files = append(files, path)
+		}
+		t, err := tenant.New(tc, pol)
+		if err != nil {
+			return nil, nil, err
+		}
+		ts = append(ts, t)
+	}
+	reg, err := tenant.NewRegistry(ts...)
+	return reg, files, err
+}
+
+func loadPolicy(path string) (*policy.Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	p, err := policy.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// fingerprint hashes the files' contents; a change triggers a reload.
+func fingerprint(files []string) [sha256.Size]byte {
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		fmt.Fprintf(h, "%s\x00%d\x00%v\x00", f, len(b), err != nil)
+		h.Write(b)
+	}
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// watchTenants reloads the tenants on SIGHUP and when a file they come
+// from changes, until ctx ends. A bad file keeps the tenants in force and
+// is logged: a typo must not lock everyone out.
+func watchTenants(ctx context.Context, srv *broker.Server, files []string, rebuild func() (*tenant.Registry, []string, error), logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		tick := time.NewTicker(reloadInterval)
+		defer tick.Stop()
+		last := fingerprint(files)
+		for {
+			why := ""
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				why = "SIGHUP"
+			case <-tick.C:
+				if fingerprint(files) == last {
+					continue
+				}
+				why = "file changed"
+			}
+			reg, newFiles, err := rebuild()
+			if err != nil {
+				logger.Error("tenant reload failed; the previous tenants stay in force", "reason", why, "err", err)
+				last = fingerprint(files) // do not retry until it changes again
+				continue
+			}
+			srv.SetTenants(reg)
+			files, last = newFiles, fingerprint(newFiles)
+			logger.Info("tenants reloaded", "reason", why, "tenants", len(reg.Tenants()))
+		}
+	}()
+}
+
+// serverTLS builds the listener's TLS configuration.
+func serverTLS(c *tlsConfig) (*tls.Config, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if c.CertFile == "" || c.KeyFile == "" {
+		return nil, errors.New("tls: certFile and keyFile are required")
+	}
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCAFile != "" {
+		pem, err := os.ReadFile(c.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: %s holds no PEM certificate", c.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// openAudit opens the audit log cfg asks for (nil when disabled).
+func openAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
+	if cfg.Audit.Disabled {
+		return nil, nil
+	}
+	path := cfg.Audit.File
+	if path == "" {
+		path = filepath.Join(cfg.StateDir, "audit", "audit.jsonl")
+	}
+	max := cfg.Audit.MaxBytes
+	if max == 0 {
+		max = defaultAuditMaxBytes
+	}
+	return audit.Open(path, max, logger)
+}
+
+// policyCmd is `broker policy check <file>`.
+func (c *CLI) policyCmd(_ context.Context, args []string) error {
+	if len(args) != 2 || args[0] != "check" {
+		return usageError("usage: broker policy check <file>")
+	}
+	p, err := loadPolicy(args[1])
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(c.Stdout, p.Explain())
+	return nil
+}
+
+// auditCmd is `broker audit verify <file...>`.
+func (c *CLI) auditCmd(_ context.Context, args []string) error {
+	if len(args) < 2 || args[0] != "verify" {
+		return usageError("usage: broker audit verify <file...> (oldest first; one current file also takes its rotated files)")
+	}
+	files := args[1:]
+	if len(files) == 1 {
+		// The current file alone: take its rotated predecessors too.
+		rotated, _ := filepath.Glob(files[0] + ".*")
+		files = append(rotated, files[0])
+	}
+	rep, err := audit.Verify(files...)
+	if err != nil {
+		return err
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(c.Stdout, p)
+	}
+	start := "from the first record (genesis)"
+	if !rep.Anchored {
+		start = fmt.Sprintf("from record %d (earlier files not given; records before it are not checked)", rep.FirstSeq)
+	}
+	fmt.Fprintf(c.Stdout, "%d records in %d files, %s to record %d, last hash %s\n",
+		rep.Records, len(files), start, rep.LastSeq, rep.LastHash)
+	if len(rep.Problems) > 0 {
+		return &exitError{code: exitFail, err: fmt.Errorf("%d problems: the audit trail was altered", len(rep.Problems))}
+	}
+	fmt.Fprintln(c.Stdout, "ok: the chain is intact")
+	return nil
+}
+
+// tokenCmd is `broker token new` and `broker token hash [token]`.
+func (c *CLI) tokenCmd(_ context.Context, args []string) error {
+	switch {
+	case len(args) == 1 && args[0] == "new":
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		tok := base64.RawURLEncoding.EncodeToString(b[:])
+		fmt.Fprintf(c.Stdout, "token: %s\ntokenHashes entry: %s\n", tok, tenant.HashToken(tok))
+		return nil
+	case len(args) >= 1 && args[0] == "hash" && len(args) <= 2:
+		tok := ""
+		if len(args) == 2 {
+			tok = args[1]
+		} else {
+			// From stdin, so the token stays out of the shell history.
+			line, err := bufio.NewReader(c.Stdin).ReadString('\n')
+			if err != nil && line == "" {
+				return usageError("token hash: give the token as an argument or on stdin")
+			}
+			tok = line
+		}
+		tok = strings.TrimSpace(tok)
+		if tok == "" {
+			return usageError("token hash: the token is empty")
+		}
+		fmt.Fprintln(c.Stdout, tenant.HashToken(tok))
+		return nil
+	}
+	return usageError("usage: broker token new | broker token hash [token] (reads stdin without one)")
+}
+
+// tenants returns the configured tenants; nil means the token file.
+func (c serveConfig) tenants() []tenant.Config {
+	if c.Tenants == nil || len(*c.Tenants) == 0 {
+		return nil
+	}
+	return *c.Tenants
+}
+
+// configFile is the config file serve reads (--config, else
+// $BROKER_CONFIG), absolute; "" when none.
+func (c *CLI) configFile(f *serveFlags) string {
+	path := f.config
+	if path == "" {
+		path = c.Getenv("BROKER_CONFIG")
+	}
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
