@@ -3,8 +3,9 @@
 //
 // Configuration (flags win over environment variables):
 //   --broker-url / BROKER_URL               default http://127.0.0.1:8722
-//   BROKER_TOKEN, or BROKER_TOKEN_FILE      default $XDG_STATE_HOME/wsbroker/token
-//                                           or ~/.local/state/wsbroker/token
+//   BROKER_TOKEN, or BROKER_TOKEN_FILE      default <state dir>/token, the state dir being
+//                                           $BROKER_STATE_DIR, $XDG_STATE_HOME/wsbroker or
+//                                           ~/.local/state/wsbroker (as for `broker serve`)
 //   --broker-workspace / BROKER_WORKSPACE   attach to this workspace; otherwise one is created
 //   --broker-backend / BROKER_BACKEND       backend of a created workspace (local, docker, ssh)
 //   --broker-options / BROKER_OPTIONS       its creation options, as JSON
@@ -44,8 +45,9 @@ export function resolveSettings(flag: (name: string) => string | undefined, env:
 	};
 	let token = env.BROKER_TOKEN?.trim();
 	if (!token) {
-		const stateHome = env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state");
-		const file = env.BROKER_TOKEN_FILE || path.join(stateHome, "wsbroker", "token");
+		// Where `broker serve` puts it by default (cli/config.go).
+		const stateDir = env.BROKER_STATE_DIR || path.join(env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state"), "wsbroker");
+		const file = env.BROKER_TOKEN_FILE || path.join(stateDir, "token");
 		try {
 			token = readFileSync(file, "utf8").trim();
 		} catch (err) {

@@ -41,6 +41,38 @@ describe("the pi extension, loaded by pi", () => {
 		rmSync(agentDir, { recursive: true, force: true });
 	});
 
+	// A pi session as the CLI builds one: pi's resource loader loads the
+	// extension from its file; the faux model plays the LLM.
+	const piSession = async (faux: ReturnType<typeof registerFauxProvider>) => {
+		const settingsManager = SettingsManager.inMemory();
+		const loader = new DefaultResourceLoader({
+			cwd: hostDir,
+			agentDir,
+			settingsManager,
+			additionalExtensionPaths: [extensionPath],
+			noSkills: true,
+			noPromptTemplates: true,
+			noThemes: true,
+			noContextFiles: true,
+		});
+		await loader.reload();
+		const authStorage = AuthStorage.inMemory();
+		authStorage.setRuntimeApiKey(faux.models[0].provider, "faux-key");
+		const { session, extensionsResult } = await createAgentSession({
+			cwd: hostDir,
+			agentDir,
+			model: faux.getModel(),
+			authStorage,
+			modelRegistry: ModelRegistry.inMemory(authStorage),
+			resourceLoader: loader,
+			sessionManager: SessionManager.inMemory(hostDir),
+			settingsManager,
+			tools: ["read", "bash", "edit", "write", "grep", "find", "ls"],
+		});
+		assert.deepEqual(extensionsResult.errors, []);
+		return session;
+	};
+
 	test("tools, ! commands and the prompt's cwd go to the workspace", async () => {
 		const ws = await broker.workspace("local");
 		process.env.BROKER_URL = broker.url;
@@ -67,32 +99,7 @@ describe("the pi extension, loaded by pi", () => {
 			() => fauxAssistantMessage(fauxText("done")),
 		]);
 		try {
-			const settingsManager = SettingsManager.inMemory();
-			const loader = new DefaultResourceLoader({
-				cwd: hostDir,
-				agentDir,
-				settingsManager,
-				additionalExtensionPaths: [extensionPath],
-				noSkills: true,
-				noPromptTemplates: true,
-				noThemes: true,
-				noContextFiles: true,
-			});
-			await loader.reload();
-			const authStorage = AuthStorage.inMemory();
-			authStorage.setRuntimeApiKey(faux.models[0].provider, "faux-key");
-			const { session, extensionsResult } = await createAgentSession({
-				cwd: hostDir,
-				agentDir,
-				model: faux.getModel(),
-				authStorage,
-				modelRegistry: ModelRegistry.inMemory(authStorage),
-				resourceLoader: loader,
-				sessionManager: SessionManager.inMemory(hostDir),
-				settingsManager,
-				tools: ["read", "bash", "edit", "write", "grep", "find", "ls"],
-			});
-			assert.deepEqual(extensionsResult.errors, []);
+			const session = await piSession(faux);
 			await session.bindExtensions({});
 
 			await session.prompt("do things");
@@ -138,30 +145,7 @@ describe("the pi extension, loaded by pi", () => {
 			() => fauxAssistantMessage(fauxText("done")),
 		]);
 		try {
-			const settingsManager = SettingsManager.inMemory();
-			const loader = new DefaultResourceLoader({
-				cwd: hostDir,
-				agentDir,
-				settingsManager,
-				additionalExtensionPaths: [extensionPath],
-				noSkills: true,
-				noPromptTemplates: true,
-				noThemes: true,
-				noContextFiles: true,
-			});
-			await loader.reload();
-			const authStorage = AuthStorage.inMemory();
-			authStorage.setRuntimeApiKey(faux.models[0].provider, "faux-key");
-			const { session } = await createAgentSession({
-				cwd: hostDir,
-				agentDir,
-				model: faux.getModel(),
-				authStorage,
-				modelRegistry: ModelRegistry.inMemory(authStorage),
-				resourceLoader: loader,
-				sessionManager: SessionManager.inMemory(hostDir),
-				settingsManager,
-			});
+			const session = await piSession(faux);
 			await session.bindExtensions({});
 			await session.prompt("touch a file");
 			const res = session.messages.find((m) => m.role === "toolResult");
@@ -201,6 +185,7 @@ describe("settings and paths", () => {
 			const s2 = resolveSettings((n) => (n === "broker-url" ? "http://flag:1" : undefined), { BROKER_TOKEN: "t", BROKER_URL: "http://env:2" });
 			assert.equal(s2.url, "http://flag:1");
 			assert.throws(() => resolveSettings(() => undefined, { BROKER_TOKEN_FILE: path.join(dir, "none") }), /no token/);
+			assert.equal(resolveSettings(() => undefined, { BROKER_STATE_DIR: dir }).token, "abc123");
 			const s3 = resolveSettings(() => undefined, { BROKER_TOKEN: "t", BROKER_ENV_ALLOWLIST: "A, B", BROKER_OPTIONS: '{"image":"x"}' });
 			assert.deepEqual(s3.envAllowlist, ["A", "B"]);
 			assert.deepEqual(s3.options, { image: "x" });

@@ -112,6 +112,12 @@ for (const backend of ["local", "docker"] as const) {
 				const r2 = await createReadTool(root, { operations: ops.read }).execute("t", { path: "pics/not-an-image.png" });
 				assert.equal(textOf(r2), "just text");
 			});
+			if (backend === "local") {
+				test("a path outside the local workspace: EACCES", async () => {
+					const err = await rejection(() => createReadTool(root, { operations: ops.read }).execute("t", { path: "/etc/hostname" }));
+					assert.equal(err.message, "EACCES: permission denied, access '/etc/hostname'");
+				});
+			}
 			test("~ is the workspace root (brokerTools)", async () => {
 				await put("tilde.txt", "at the root");
 				const r = await tools.read.execute("t", { path: "~/tilde.txt" }, undefined, undefined, undefined as never);
