@@ -56,7 +56,8 @@ export interface BrokerOperations {
 const IMAGE_MIME = new Set(["image/jpeg", "image/png", "image/gif", "image/webp"]);
 
 // How long a stat answered by access() serves the detectImageMimeType()
-// that pi's read calls right after it on the same path.
+// that pi's read calls right after it on the same path (and a directory
+// listing serves ls's stat of each entry).
 const STAT_MEMO_MS = 2000;
 
 // After an abort, how long the broker gets to report the killed command
@@ -127,14 +128,15 @@ export function brokerOperations(opts: BrokerOperationsOptions): BrokerOperation
 
 	// ls asks for the stat of every entry readdir returned: answer those from
 	// the listing (symbolic links already followed) instead of one request each.
-	const listed = new Map<string, FileInfo>();
+	// Entries are used once and only while fresh: the listing is a snapshot.
+	const listed = new Map<string, { info: FileInfo; at: number }>();
 	const ls: LsOperations = {
 		exists,
 		async stat(p) {
 			const path = wp(p);
-			let info = listed.get(path);
+			const hit = listed.get(path);
 			listed.delete(path);
-			info ??= await ws.stat(path, undefined, "stat", p);
+			const info = hit && Date.now() - hit.at < STAT_MEMO_MS ? hit.info : await ws.stat(path, undefined, "stat", p);
 			if (info.type === "symlink") {
 				// A link that cannot be followed: statSync throws for it.
 				throw operationError(404, "not_exist", "dangling symbolic link", "stat", p);
@@ -146,7 +148,8 @@ export function brokerOperations(opts: BrokerOperationsOptions): BrokerOperation
 			const dir = wp(p);
 			const entries = await ws.readdir(dir, p);
 			listed.clear();
-			for (const e of entries) listed.set(posix.join(dir, e.name), e);
+			const at = Date.now();
+			for (const e of entries) listed.set(posix.join(dir, e.name), { info: e, at });
 			return entries.map((e) => e.name);
 		},
 	};
