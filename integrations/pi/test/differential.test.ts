@@ -145,6 +145,7 @@ interface Outcome {
 	isError: boolean;
 	text: string;
 	images: string[];
+	details?: string;
 }
 
 async function run(tool: AnyToolDefinition, args: Record<string, unknown>): Promise<Outcome> {
@@ -154,6 +155,7 @@ async function run(tool: AnyToolDefinition, args: Record<string, unknown>): Prom
 			isError: false,
 			text: r.content.flatMap((c) => (c.type === "text" ? [c.text] : [])).join("\n"),
 			images: r.content.flatMap((c) => (c.type === "image" ? [c.mimeType] : [])),
+			details: r.details === undefined ? undefined : JSON.stringify(r.details),
 		};
 	} catch (err) {
 		return { isError: true, text: (err as Error).message, images: [] };
@@ -165,15 +167,18 @@ async function run(tool: AnyToolDefinition, args: Record<string, unknown>): Prom
  * result lines (not the notice) of unordered tools.
  */
 function normalize(o: Outcome, root: string, tool: string): Outcome {
-	let text = o.text
-		.split(root)
-		.join("<ROOT>")
-		.replace(/\S*pi-bash-[0-9a-f]{16}\.log/g, "<FULL>");
+	const norm = (t: string) =>
+		t
+			.split(root)
+			.join("<ROOT>")
+			.replace(/[^\s"]*pi-bash-[0-9a-f]{16}\.log/g, "<FULL>");
+	let text = norm(o.text);
+	const details = o.details === undefined ? undefined : norm(o.details);
 	if (UNORDERED.has(tool) && !o.isError) {
 		const [body, ...notice] = text.split("\n\n[");
 		text = [body.split("\n").sort().join("\n"), ...notice].join("\n\n[");
 	}
-	return { ...o, text };
+	return { ...o, text, details };
 }
 
 /**
