@@ -318,8 +318,16 @@ export class WorkspaceRoutes {
 								failure ??= new Error(`broker sent a malformed exec line: ${line.slice(0, 200)}`);
 								return;
 							}
-							if (ev.type === "output" && ev.data && !settled) c.onData(Buffer.from(ev.data, "base64"));
-							else if (ev.type === "exit") exit = ev;
+							if (ev.type === "output" && ev.data && !settled && !failure) {
+								try {
+									c.onData(Buffer.from(ev.data, "base64"));
+								} catch (err) {
+									// A throwing callback must not escape from a stream
+									// listener (it would crash pi): stop the command instead.
+									failure = err as Error;
+									cancel();
+								}
+							} else if (ev.type === "exit") exit = ev;
 							else if (ev.type === "error") failure ??= new Error(ev.detail || `exec failed: ${ev.code}`);
 						}).then(
 							() => {

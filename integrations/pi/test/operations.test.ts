@@ -252,6 +252,16 @@ for (const backend of ["local", "docker"] as const) {
 				assert.equal(late, 0);
 				assert.ok(seen.startsWith("early\n"), seen);
 			});
+			test("a throwing onData stops the command and rejects with its error", async () => {
+				const err = await rejection(() =>
+					ops.bash.exec("echo x; sleep 60", root, {
+						onData: () => {
+							throw new Error("boom");
+						},
+					}),
+				);
+				assert.equal(err.message, "boom");
+			});
 			test("a signal is exit code 128+N", async () => {
 				const err = await rejection(() => bash().execute("t", { command: "kill -9 $$" }));
 				assert.equal(err.message, "(no output)\n\nCommand exited with code 137");
