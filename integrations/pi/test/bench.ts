@@ -5,17 +5,8 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import {
-	createBashTool,
-	createEditTool,
-	createFindTool,
-	createGrepTool,
-	createLsTool,
-	createReadTool,
-	createWriteTool,
-} from "@mariozechner/pi-coding-agent";
-import { type AnyToolDefinition, brokerTools } from "../src/tools.js";
-import { startBroker } from "./helpers.js";
+import type { AnyToolDefinition } from "../src/tools.js";
+import { brokerToolsByName, piLocalTools, startBroker } from "./helpers.js";
 
 const N = Number(process.env.BENCH_N ?? 50);
 const backend = process.env.BENCH_BACKEND ?? "local";
@@ -54,17 +45,9 @@ try {
 		writeFileSync(path.join(dir, rel), text);
 		await broker.client.call({ method: "PUT", path: `/v1/workspaces/${ws.id}/files`, query: { path: rel, mkdirs: "1" }, body: Buffer.from(text) });
 	}
-	const local = {
-		read: createReadTool(dir),
-		write: createWriteTool(dir),
-		edit: createEditTool(dir),
-		bash: createBashTool(dir),
-		grep: createGrepTool(dir),
-		find: createFindTool(dir),
-		ls: createLsTool(dir),
-	} as unknown as Record<string, AnyToolDefinition>;
-	const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root: ws.root });
-	const remote = Object.fromEntries(t.all.map((d) => [d.name, d]));
+	const local = piLocalTools(dir);
+	const t = brokerToolsByName(broker, ws);
+	const remote = t.tools;
 	console.log(`${N} calls each; milliseconds; broker: ${backend} backend over loopback HTTP`);
 	console.log("tool       | pi local p50 | p90    | broker p50 | p90");
 	for (const [label, name, args] of calls) {
@@ -80,7 +63,7 @@ try {
 		const r = await run(remote[name]);
 		console.log(`${label.padEnd(10)} | ${q(l, 0.5).padStart(12)} | ${q(l, 0.9).padStart(6)} | ${q(r, 0.5).padStart(10)} | ${q(r, 0.9).padStart(6)}`);
 	}
-	t.client.close();
+	t.close();
 } finally {
 	await broker.stop();
 	rmSync(dir, { recursive: true, force: true });

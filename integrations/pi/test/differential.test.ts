@@ -9,17 +9,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
-import {
-	createBashTool,
-	createEditTool,
-	createFindTool,
-	createGrepTool,
-	createLsTool,
-	createReadTool,
-	createWriteTool,
-} from "@mariozechner/pi-coding-agent";
-import { type AnyToolDefinition, brokerTools } from "../src/tools.js";
-import { type RunningBroker, dockerUnavailable, makePng, startBroker } from "./helpers.js";
+import type { AnyToolDefinition } from "../src/tools.js";
+import { type RunningBroker, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, startBroker } from "./helpers.js";
 
 function hasCommand(name: string): boolean {
 	try {
@@ -219,17 +210,8 @@ for (const backend of ["local", "docker"] as const) {
 					body: Buffer.from(data),
 				});
 			}
-			local = {
-				read: createReadTool(fixture),
-				write: createWriteTool(fixture),
-				edit: createEditTool(fixture),
-				bash: createBashTool(fixture),
-				grep: createGrepTool(fixture),
-				find: createFindTool(fixture),
-				ls: createLsTool(fixture),
-			} as unknown as Record<string, AnyToolDefinition>;
-			const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root });
-			remote = Object.fromEntries(t.all.map((d) => [d.name, d]));
+			local = piLocalTools(fixture);
+			remote = brokerToolsByName(broker, ws).tools;
 		});
 		after(async () => {
 			await broker?.stop();

@@ -8,7 +8,17 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
+import {
+	createBashTool,
+	createEditTool,
+	createFindTool,
+	createGrepTool,
+	createLsTool,
+	createReadTool,
+	createWriteTool,
+} from "@mariozechner/pi-coding-agent";
 import { BrokerClient, type WorkspaceInfo } from "../src/client.js";
+import { type AnyToolDefinition, brokerTools } from "../src/tools.js";
 
 export const DOCKER_IMAGE = "wsbroker/workspace:current";
 
@@ -192,4 +202,23 @@ export function makePng(w: number, h: number): Buffer {
 		chunk("IDAT", deflateSync(Buffer.concat(rows))),
 		chunk("IEND", Buffer.alloc(0)),
 	]);
+}
+
+/** pi's seven built-in tools on a host directory, by name. */
+export function piLocalTools(dir: string): Record<string, AnyToolDefinition> {
+	return {
+		read: createReadTool(dir),
+		write: createWriteTool(dir),
+		edit: createEditTool(dir),
+		bash: createBashTool(dir),
+		grep: createGrepTool(dir),
+		find: createFindTool(dir),
+		ls: createLsTool(dir),
+	} as unknown as Record<string, AnyToolDefinition>;
+}
+
+/** brokerTools on a workspace of broker, by name. */
+export function brokerToolsByName(broker: RunningBroker, ws: WorkspaceInfo): { tools: Record<string, AnyToolDefinition>; close(): void } {
+	const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root: ws.root });
+	return { tools: Object.fromEntries(t.all.map((d) => [d.name, d])), close: () => t.client.close() };
 }
