@@ -21,6 +21,11 @@ run: ## Run the broker on the local backend (127.0.0.1:8722).
 test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail instead).
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) test-pi
+
+.PHONY: test-pi
+test-pi: ## Build the pi integration (integrations/pi) with tsc and run its node tests against a broker they build.
+	cd integrations/pi && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each.

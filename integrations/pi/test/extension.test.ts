@@ -1,0 +1,210 @@
+// The extension loaded by pi itself (its SDK, its extension loader, its
+// agent loop) with pi-ai's faux model scripting the tool calls: the seven
+// tools, the `!` commands and the prompt's working directory all end up in
+// the broker workspace.
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { type Context, fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider } from "@mariozechner/pi-ai";
+import {
+	AuthStorage,
+	createAgentSession,
+	DefaultResourceLoader,
+	ModelRegistry,
+	SessionManager,
+	SettingsManager,
+} from "@mariozechner/pi-coding-agent";
+import { connect, resolveSettings, rewritePromptCwd } from "../src/extension.js";
+import { toWorkspacePath, workspaceArgPath } from "../src/paths.js";
+import { type RunningBroker, startBroker } from "./helpers.js";
+
+const extensionPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/extension.js");
+
+describe("the pi extension, loaded by pi", () => {
+	let broker: RunningBroker;
+	let hostDir: string;
+	let agentDir: string;
+	const saved = { ...process.env };
+
+	before(async () => {
+		broker = await startBroker();
+		hostDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-host-"));
+		agentDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-agent-"));
+	});
+	after(async () => {
+		process.env = saved;
+		await broker?.stop();
+		rmSync(hostDir, { recursive: true, force: true });
+		rmSync(agentDir, { recursive: true, force: true });
+	});
+
+	// A pi session as the CLI builds one: pi's resource loader loads the
+	// extension from its file; the faux model plays the LLM.
+	const piSession = async (faux: ReturnType<typeof registerFauxProvider>) => {
+		const settingsManager = SettingsManager.inMemory();
+		const loader = new DefaultResourceLoader({
+			cwd: hostDir,
+			agentDir,
+			settingsManager,
+			additionalExtensionPaths: [extensionPath],
+			noSkills: true,
+			noPromptTemplates: true,
+			noThemes: true,
+			noContextFiles: true,
+		});
+		await loader.reload();
+		const authStorage = AuthStorage.inMemory();
+		authStorage.setRuntimeApiKey(faux.models[0].provider, "faux-key");
+		const { session, extensionsResult } = await createAgentSession({
+			cwd: hostDir,
+			agentDir,
+			model: faux.getModel(),
+			authStorage,
+			modelRegistry: ModelRegistry.inMemory(authStorage),
+			resourceLoader: loader,
+			sessionManager: SessionManager.inMemory(hostDir),
+			settingsManager,
+			tools: ["read", "bash", "edit", "write", "grep", "find", "ls"],
+		});
+		assert.deepEqual(extensionsResult.errors, []);
+		return session;
+	};
+
+	test("tools, ! commands and the prompt's cwd go to the workspace", async () => {
+		const ws = await broker.workspace("local");
+		process.env.BROKER_URL = broker.url;
+		process.env.BROKER_TOKEN = broker.token;
+		process.env.BROKER_WORKSPACE = ws.id;
+		process.env.PI_TEST_SECRET_KEY = "sk-must-not-cross";
+
+		const faux = registerFauxProvider();
+		const prompts: string[] = [];
+		const seen = (ctx: Context) => {
+			prompts.push(ctx.systemPrompt ?? "");
+		};
+		faux.setResponses([
+			(ctx) => (seen(ctx), fauxAssistantMessage(fauxToolCall("write", { path: "from-agent.txt", content: "made by the agent\n" }), { stopReason: "toolUse" })),
+			() =>
+				fauxAssistantMessage(fauxToolCall("bash", { command: 'pwd; cat from-agent.txt; echo "key=[$PI_TEST_SECRET_KEY]"' }), {
+					stopReason: "toolUse",
+				}),
+			() => fauxAssistantMessage(fauxToolCall("edit", { path: "from-agent.txt", edits: [{ oldText: "made", newText: "edited" }] }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("read", { path: "from-agent.txt" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("grep", { pattern: "edited" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("find", { pattern: "*.txt" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("ls", {}), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxText("done")),
+		]);
+		try {
+			const session = await piSession(faux);
+			await session.bindExtensions({});
+
+			await session.prompt("do things");
+
+			// The prompt names the workspace root as the working directory.
+			assert.equal(prompts.length, 1);
+			assert.match(prompts[0], new RegExp(`\\nCurrent working directory: ${ws.root} \\(wsbroker workspace ${ws.id}, local backend\\)`));
+			assert.ok(!prompts[0].includes(`Current working directory: ${hostDir}`));
+
+			const results = session.messages.filter((m) => m.role === "toolResult");
+			const byTool = Object.fromEntries(
+				results.map((m) => [m.toolName, { isError: m.isError, text: m.content.map((c) => (c.type === "text" ? c.text : "")).join("") }]),
+			);
+			assert.deepEqual(byTool.write, { isError: false, text: "Successfully wrote 18 bytes to from-agent.txt" });
+			assert.deepEqual(byTool.bash, { isError: false, text: `${ws.root}\nmade by the agent\nkey=[]\n` });
+			assert.deepEqual(byTool.edit, { isError: false, text: "Successfully replaced 1 block(s) in from-agent.txt." });
+			assert.deepEqual(byTool.read, { isError: false, text: "edited by the agent\n" });
+			assert.deepEqual(byTool.grep, { isError: false, text: "from-agent.txt:1: edited by the agent" });
+			assert.deepEqual(byTool.find, { isError: false, text: "from-agent.txt" });
+			assert.deepEqual(byTool.ls, { isError: false, text: "from-agent.txt" });
+			// Nothing happened on the host.
+			assert.deepEqual(readdirSync(hostDir), []);
+
+			// A `!` command, the way pi's interactive mode runs one.
+			const ev = await session.extensionRunner.emitUserBash({ type: "user_bash", command: "pwd; ls", excludeFromContext: false, cwd: hostDir });
+			assert.ok(ev?.operations, "user_bash returned operations");
+			const r = await session.executeBash("pwd; ls", undefined, { operations: ev.operations });
+			assert.equal(r.exitCode, 0);
+			assert.equal(r.output, `${ws.root}\nfrom-agent.txt\n`);
+			session.dispose();
+		} finally {
+			faux.unregister();
+		}
+	});
+
+	test("without a reachable broker the tools refuse instead of running on the host", async () => {
+		process.env.BROKER_URL = "http://127.0.0.1:1"; // nothing listens on port 1
+		process.env.BROKER_TOKEN = "x";
+		delete process.env.BROKER_WORKSPACE;
+		const faux = registerFauxProvider();
+		faux.setResponses([
+			() => fauxAssistantMessage(fauxToolCall("bash", { command: "touch host-was-touched" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxText("done")),
+		]);
+		try {
+			const session = await piSession(faux);
+			await session.bindExtensions({});
+			await session.prompt("touch a file");
+			const res = session.messages.find((m) => m.role === "toolResult");
+			assert.ok(res && res.role === "toolResult");
+			assert.equal(res.isError, true);
+			const text = res.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+			assert.match(text, /^wsbroker: no workspace: .*the bash tool did not run$/);
+			assert.deepEqual(readdirSync(hostDir), []);
+			const ev = await session.extensionRunner.emitUserBash({ type: "user_bash", command: "true", excludeFromContext: false, cwd: hostDir });
+			assert.equal(ev?.result?.exitCode, 1);
+			session.dispose();
+		} finally {
+			faux.unregister();
+		}
+	});
+
+	test("connect creates a workspace when none is named", async () => {
+		const c = await connect(resolveSettings(() => undefined, { BROKER_URL: broker.url, BROKER_TOKEN: broker.token }));
+		assert.equal(c.created, true);
+		assert.match(c.info.id, /^ws_/);
+		const got = await broker.client.getWorkspace(c.info.id);
+		assert.equal(got.root, c.info.root);
+		await broker.client.deleteWorkspace(c.info.id);
+		c.client.close();
+	});
+});
+
+describe("settings and paths", () => {
+	test("the token comes from BROKER_TOKEN, else the token file", () => {
+		const dir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-tok-"));
+		try {
+			const file = path.join(dir, "token");
+			writeFileSync(file, "abc123\n");
+			const s = resolveSettings(() => undefined, { BROKER_TOKEN_FILE: file });
+			assert.equal(s.token, "abc123");
+			assert.equal(s.url, "http://127.0.0.1:8722");
+			const s2 = resolveSettings((n) => (n === "broker-url" ? "http://flag:1" : undefined), { BROKER_TOKEN: "t", BROKER_URL: "http://env:2" });
+			assert.equal(s2.url, "http://flag:1");
+			assert.throws(() => resolveSettings(() => undefined, { BROKER_TOKEN_FILE: path.join(dir, "none") }), /no token/);
+			assert.equal(resolveSettings(() => undefined, { BROKER_STATE_DIR: dir }).token, "abc123");
+			const s3 = resolveSettings(() => undefined, { BROKER_TOKEN: "t", BROKER_ENV_ALLOWLIST: "A, B", BROKER_OPTIONS: '{"image":"x"}' });
+			assert.deepEqual(s3.envAllowlist, ["A", "B"]);
+			assert.deepEqual(s3.options, { image: "x" });
+		} finally {
+			rmSync(dir, { recursive: true, force: true });
+		}
+	});
+	test("the prompt's cwd line is replaced", () => {
+		const p = "You are pi.\nCurrent date: 2026-01-01\nCurrent working directory: /home/me/proj";
+		assert.equal(rewritePromptCwd(p, "/workspace", "x"), "You are pi.\nCurrent date: 2026-01-01\nCurrent working directory: /workspace (x)");
+	});
+	test("Windows host paths map to the workspace's POSIX paths", () => {
+		assert.equal(toWorkspacePath("C:\\workspace\\src\\a.txt", "win32"), "/workspace/src/a.txt");
+		assert.equal(toWorkspacePath("C:\\", "win32"), "/");
+		assert.equal(toWorkspacePath("/workspace/a/../b", "win32"), "/workspace/b");
+		// On POSIX hosts a backslash is part of a name.
+		assert.equal(toWorkspacePath("/w/odd\\name", "linux"), "/w/odd\\name");
+		assert.equal(workspaceArgPath("~/x/y", "/workspace"), "/workspace/x/y");
+		assert.equal(workspaceArgPath("@~", "/workspace"), "/workspace");
+		assert.equal(workspaceArgPath("~x", "/workspace"), "~x");
+	});
+});

@@ -1,0 +1,224 @@
+// Test support: builds the real broker from the repository, starts it on a
+// free loopback port, and creates workspaces on it. Docker-dependent tests
+// skip with the reason locally and fail under CI=true (as the Go tests do).
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { deflateSync } from "node:zlib";
+import {
+	createBashTool,
+	createEditTool,
+	createFindTool,
+	createGrepTool,
+	createLsTool,
+	createReadTool,
+	createWriteTool,
+} from "@mariozechner/pi-coding-agent";
+import { BrokerClient, type WorkspaceInfo } from "../src/client.js";
+import { type AnyToolDefinition, brokerTools } from "../src/tools.js";
+
+export const DOCKER_IMAGE = "wsbroker/workspace:current";
+
+/** The repository root (integrations/pi/dist/test -> ../../../..). */
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
+
+export function inCI(): boolean {
+	if (process.env.CI === "true") return true;
+	const v = process.env.BROKER_TEST_DISALLOW_SKIP;
+	return v !== undefined && v !== "" && v !== "0";
+}
+
+/**
+ * Why the docker backend cannot be tested here, or undefined when it can.
+ * Under CI a reason throws instead: the tests must run there.
+ */
+export function dockerUnavailable(): string | undefined {
+	let reason: string | undefined;
+	try {
+		execFileSync("docker", ["version", "--format", "{{.Server.Version}}"], { stdio: "pipe", timeout: 30_000 });
+		try {
+			execFileSync("docker", ["image", "inspect", DOCKER_IMAGE], { stdio: "pipe", timeout: 30_000 });
+		} catch {
+			reason = `needs docker image ${DOCKER_IMAGE}; build it with images/workspace/build.sh`;
+		}
+	} catch (err) {
+		reason = `needs a docker engine: ${(err as Error).message.split("\n")[0]}`;
+	}
+	if (reason && inCI()) throw new Error(`required under CI, cannot skip: ${reason}`);
+	return reason;
+}
+
+let builtBinary: string | undefined;
+
+/** go build ./cmd/broker, once per test process. */
+export function buildBroker(): string {
+	if (builtBinary) return builtBinary;
+	const dir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-bin-"));
+	const bin = path.join(dir, "broker");
+	execFileSync("go", ["build", "-o", bin, "./cmd/broker"], { cwd: repoRoot, stdio: ["ignore", "inherit", "inherit"] });
+	builtBinary = bin;
+	process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+	return bin;
+}
+
+export interface RunningBroker {
+	url: string;
+	token: string;
+	client: BrokerClient;
+	stateDir: string;
+	proc: ChildProcess;
+	/** Creates a workspace (deleted again by stop()). */
+	workspace(backend?: string, options?: unknown): Promise<WorkspaceInfo>;
+	stop(): Promise<void>;
+}
+
+/** Starts `broker serve` on 127.0.0.1 (a port the kernel picks), with docker when asked. */
+export async function startBroker(opts: { docker?: boolean } = {}): Promise<RunningBroker> {
+	const bin = buildBroker();
+	const stateDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-state-"));
+	const token = randomBytes(32).toString("hex");
+	const tokenFile = path.join(stateDir, "token");
+	writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+	const args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token-file", tokenFile, "--log-level", "warn"];
+	if (opts.docker) args.push("--docker");
+	// The broker logs "broker starting" at info; ask for info only to learn the port.
+	args[args.indexOf("warn")] = "info";
+	const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
+	let log = "";
+	const addr = await new Promise<string>((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error(`broker did not start in 60 s:\n${log}`)), 60_000);
+		proc.stderr!.setEncoding("utf8");
+		proc.stderr!.on("data", (chunk: string) => {
+			log += chunk;
+			for (const line of log.split("\n")) {
+				if (!line.startsWith("{")) continue;
+				try {
+					const rec = JSON.parse(line) as { msg?: string; listen?: string };
+					if (rec.msg === "broker starting" && rec.listen) {
+						clearTimeout(timer);
+						resolve(rec.listen);
+					}
+				} catch {
+					// a partial line
+				}
+			}
+		});
+		proc.on("exit", (code) => {
+			clearTimeout(timer);
+			reject(new Error(`broker exited with ${code}:\n${log}`));
+		});
+	});
+	const url = `http://${addr}`;
+	for (let i = 0; ; i++) {
+		try {
+			const r = await fetch(`${url}/healthz`);
+			if (r.ok) break;
+		} catch (err) {
+			if (i > 100) throw err;
+		}
+		await new Promise((r) => setTimeout(r, 100));
+	}
+	const client = new BrokerClient(url, token);
+	const created: string[] = [];
+	return {
+		url,
+		token,
+		client,
+		stateDir,
+		proc,
+		async workspace(backend, options) {
+			const ws = await client.createWorkspace(backend, options);
+			created.push(ws.id);
+			return ws;
+		},
+		async stop() {
+			for (const id of created) {
+				await client.deleteWorkspace(id).catch(() => {});
+			}
+			client.close();
+			const exited = new Promise((r) => proc.once("exit", r));
+			proc.kill("SIGTERM");
+			await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+			if (proc.exitCode === null) proc.kill("SIGKILL");
+			rmSync(stateDir, { recursive: true, force: true });
+		},
+	};
+}
+
+/** The text of a tool result's text blocks. */
+export function textOf(r: { content: Array<{ type: string; text?: string }> }): string {
+	return r.content
+		.filter((c) => c.type === "text")
+		.map((c) => c.text)
+		.join("\n");
+}
+
+/** Runs fn and returns the error it throws (fails when it does not). */
+export async function rejection(fn: () => Promise<unknown>): Promise<Error> {
+	try {
+		await fn();
+	} catch (err) {
+		return err as Error;
+	}
+	throw new Error("expected a rejection");
+}
+
+function crc32(buf: Buffer): number {
+	let c = ~0;
+	for (const b of buf) {
+		c ^= b;
+		for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+	}
+	return ~c >>> 0;
+}
+
+/** A valid RGB PNG of w x h pixels (pi detects images by their bytes, not their names). */
+export function makePng(w: number, h: number): Buffer {
+	const chunk = (type: string, data: Buffer) => {
+		const len = Buffer.alloc(4);
+		len.writeUInt32BE(data.length);
+		const td = Buffer.concat([Buffer.from(type, "ascii"), data]);
+		const crc = Buffer.alloc(4);
+		crc.writeUInt32BE(crc32(td));
+		return Buffer.concat([len, td, crc]);
+	};
+	const ihdr = Buffer.alloc(13);
+	ihdr.writeUInt32BE(w, 0);
+	ihdr.writeUInt32BE(h, 4);
+	ihdr[8] = 8; // bit depth
+	ihdr[9] = 2; // RGB
+	const rows: Buffer[] = [];
+	for (let y = 0; y < h; y++) {
+		const row = Buffer.alloc(1 + 3 * w);
+		for (let x = 0; x < w; x++) row.set([(x * 40) & 255, (y * 40) & 255, 128], 1 + 3 * x);
+		rows.push(row);
+	}
+	return Buffer.concat([
+		Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+		chunk("IHDR", ihdr),
+		chunk("IDAT", deflateSync(Buffer.concat(rows))),
+		chunk("IEND", Buffer.alloc(0)),
+	]);
+}
+
+/** pi's seven built-in tools on a host directory, by name. */
+export function piLocalTools(dir: string): Record<string, AnyToolDefinition> {
+	return {
+		read: createReadTool(dir),
+		write: createWriteTool(dir),
+		edit: createEditTool(dir),
+		bash: createBashTool(dir),
+		grep: createGrepTool(dir),
+		find: createFindTool(dir),
+		ls: createLsTool(dir),
+	} as unknown as Record<string, AnyToolDefinition>;
+}
+
+/** brokerTools on a workspace of broker, by name. */
+export function brokerToolsByName(broker: RunningBroker, ws: WorkspaceInfo): { tools: Record<string, AnyToolDefinition>; close(): void } {
+	const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root: ws.root });
+	return { tools: Object.fromEntries(t.all.map((d) => [d.name, d])), close: () => t.client.close() };
+}
