@@ -308,6 +308,17 @@ func (c *Cgroups) newGroup(parent, name string, l Limits) (*Group, error) {
 	rel := filepath.Join(parent, name)
 	switch c.mode {
 	case CgroupV2:
+		if parent == c.base && len(c.ctrls) > 0 {
+			// The base may have been removed with its last group and
+			// made anew by MkdirAll below: hand the controllers down
+			// again.
+			if err := os.MkdirAll(c.Path(), 0o755); err != nil {
+				return nil, fmt.Errorf("killtree: creating cgroup %s: %w", c.base, err)
+			}
+			if err := enableControllers(c.Path(), c.Controllers()); err != nil {
+				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", c.base, err)
+			}
+		}
 		res := v2Resources(c.available(l))
 		if _, err := cgroup2.NewManager(c.v2Mount, rel, res); err != nil {
 			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
