@@ -39,6 +39,9 @@ type Options struct {
 	// MemoryLimit is the memory limit New's workspaces have; 0 skips the
 	// OOM case.
 	MemoryLimit int64
+	// LimitInStatus: the backend reports ExecResult.MemoryLimit, so the
+	// bash tool's OOM line must name it.
+	LimitInStatus bool
 	// PidsLimit is the pids limit New's workspaces have; 0 skips the fork
 	// bomb.
 	PidsLimit int64
@@ -51,6 +54,10 @@ type Options struct {
 	// FullDir, when set, returns a directory inside ws (relative) on a
 	// small file system; the disk-fill case writes there.
 	FullDir func(t *testing.T, ws opsapi.Workspace) string
+	// EnvEscapeGap, when set, says why a process that leaves its process
+	// group and clears its environment survives a call's kill on this
+	// backend; the case is skipped with that reason.
+	EnvEscapeGap string
 	// Grace is the backend's kill grace (bounds how long a kill may
 	// take); default 2 s.
 	Grace time.Duration
@@ -69,6 +76,7 @@ func Run(t *testing.T, o Options) {
 	}{
 		{"timeout_kills_a_grandchild_tree", s.grandchildren, false},
 		{"timeout_kills_setsid_nohup_and_double_fork_escapes", s.escapes, false},
+		{"timeout_kills_an_env_clearing_setsid_escape", s.envEscape, o.EnvEscapeGap != ""},
 		{"background_child_holding_the_pipe_returns_and_is_killable", s.backgroundPipe, false},
 		{"1000_zombies_are_reaped_and_the_next_command_forks", s.zombies, false},
 		{"cancel_kills_the_tree", s.cancel, false},
@@ -82,6 +90,9 @@ func Run(t *testing.T, o Options) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
+				if c.name == "timeout_kills_an_env_clearing_setsid_escape" {
+					t.Skip("known gap of this backend (docs/security.md): " + o.EnvEscapeGap)
+				}
 				t.Skip("the backend under test sets no such limit")
 			}
 			s.guard(t)
@@ -210,8 +221,21 @@ func (s *suite) grandchildren(t *testing.T) {
 func (s *suite) escapes(t *testing.T) {
 	ws, tok := s.ws(t), token()
 	res, _ := exec(t, ws, fmt.Sprintf(
-		`setsid sleep %[1]s & nohup sleep %[1]s >/dev/null 2>&1 & (setsid sh -c 'sleep %[1]s & exit 0' &) ; `+
-			`setsid env -i /bin/sh -c 'exec sleep %[1]s' & sleep %[1]s`, tok), time.Second)
+		`setsid sleep %[1]s & nohup sleep %[1]s >/dev/null 2>&1 & (setsid sh -c 'sleep %[1]s & exit 0' &) ; sleep %[1]s`,
+		tok), time.Second)
+	if !res.TimedOut {
+		t.Errorf("result %+v, want TimedOut", res)
+	}
+	s.bounded(t, res, time.Second)
+	noneLeft(t, ws, tok)
+}
+
+// envEscape leaves both the process group (setsid) and every marker
+// variable (env -i): only a cgroup (or a pid namespace torn down with
+// the workspace) still holds it.
+func (s *suite) envEscape(t *testing.T) {
+	ws, tok := s.ws(t), token()
+	res, _ := exec(t, ws, fmt.Sprintf(`setsid env -i /bin/sh -c 'exec sleep %[1]s' & sleep %[1]s`, tok), time.Second)
 	if !res.TimedOut {
 		t.Errorf("result %+v, want TimedOut", res)
 	}
@@ -361,8 +385,12 @@ func (s *suite) oom(t *testing.T) {
 	if !r.IsError || !strings.Contains(text, "Command was killed: out of memory") {
 		t.Fatalf("bash tool said %q, want the OOM status line", text)
 	}
-	if want := fmt.Sprintf("(limit %d MiB)", s.o.MemoryLimit>>20); s.o.MemoryLimit%(1<<20) == 0 && !strings.Contains(text, want) {
-		t.Logf("status line without the limit (backend does not report it): %q", text)
+	if want := fmt.Sprintf("(limit %d MiB)", s.o.MemoryLimit>>20); !strings.Contains(text, want) {
+		if s.o.LimitInStatus {
+			t.Errorf("status line %q does not name the limit %s", tail(text), want)
+		} else {
+			t.Logf("status line without the limit (this backend does not report it): %q", tail(text))
+		}
 	}
 	if res, out := exec(t, ws, "echo alive", 30*time.Second); out != "alive\n" {
 		t.Errorf("the workspace is unusable after the OOM kill: %+v %q", res, out)

@@ -80,7 +80,7 @@ func TestLocal(t *testing.T) {
 			destroyAtCleanup(t, ws)
 			return ws
 		},
-		MemoryLimit: memLimit, PidsLimit: pidsLimit, InProcess: true, Grace: grace, FullDir: tmpfsDir,
+		MemoryLimit: memLimit, PidsLimit: pidsLimit, InProcess: true, Grace: grace, FullDir: tmpfsDir, LimitInStatus: true,
 	})
 }
 
@@ -124,7 +124,7 @@ func TestLocalHTTP(t *testing.T) {
 			destroyAtCleanup(t, ws)
 			return ws
 		},
-		MemoryLimit: memLimit, PidsLimit: pidsLimit, InProcess: true, Grace: grace, Health: health,
+		MemoryLimit: memLimit, PidsLimit: pidsLimit, InProcess: true, Grace: grace, Health: health, LimitInStatus: true,
 	})
 }
 
@@ -166,6 +166,8 @@ func TestDocker(t *testing.T) {
 			return ws
 		},
 		MemoryLimit: memLimit, PidsLimit: pidsLimit, Grace: grace,
+		EnvEscapeGap: "the kill finds a command's processes by process group and marker variable; " +
+			"one that clears both lives on inside the container until the workspace is deleted",
 		// /tmp is a size-limited tmpfs in the container.
 		FullDir: func(*testing.T, opsapi.Workspace) string { return "/tmp" },
 	})
@@ -196,5 +198,7 @@ func TestSSH(t *testing.T) {
 			return ws
 		},
 		Grace: grace,
+		EnvEscapeGap: "the kill finds a command's processes by process group and marker variable; " +
+			"one that clears both survives on the SSH host",
 	})
 }
