@@ -48,7 +48,7 @@ type Cgroups struct {
 	base    string          // group path relative to the mount (v2) or to each hierarchy (v1), starts with "/"
 	v1      []cgroup1.Name  // v1 hierarchies present
 	ctrls   map[string]bool // controllers limits can use ("memory", "pids", "cpu")
-	memsw   bool            // v1 accounts swap: the memsw limit exists
+	memsw   bool            // swap is accounted: v1 memsw or v2 memory.swap.max exists
 	hasKill bool            // v2 cgroup.kill exists (Linux 5.14+)
 }
 
@@ -172,6 +172,8 @@ func (c *Cgroups) openV2(name string) error {
 	}
 	_, err = os.Stat(filepath.Join(c.Path(), "cgroup.kill"))
 	c.hasKill = err == nil
+	_, err = os.Stat(filepath.Join(c.Path(), "memory.swap.max"))
+	c.memsw = err == nil
 	return nil
 }
 
@@ -255,12 +257,17 @@ func (c *Cgroups) v1Resources(l Limits) *specs.LinuxResources {
 	return r
 }
 
-func v2Resources(l Limits) *cgroup2.Resources {
+func (c *Cgroups) v2Resources(l Limits) *cgroup2.Resources {
 	r := &cgroup2.Resources{}
 	if l.MemoryBytes > 0 {
 		m := l.MemoryBytes
-		zero := int64(0)
-		r.Memory = &cgroup2.Memory{Max: &m, Swap: &zero}
+		r.Memory = &cgroup2.Memory{Max: &m}
+		if c.memsw {
+			// No swap: a hog is killed at the limit instead of
+			// thrashing the host's swap.
+			zero := int64(0)
+			r.Memory.Swap = &zero
+		}
 	}
 	if l.Pids > 0 {
 		r.Pids = &cgroup2.Pids{Max: l.Pids}
@@ -319,14 +326,16 @@ func (c *Cgroups) newGroup(parent, name string, l Limits) (*Group, error) {
 				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", c.base, err)
 			}
 		}
-		res := v2Resources(c.available(l))
+		res := c.v2Resources(c.available(l))
 		if _, err := cgroup2.NewManager(c.v2Mount, rel, res); err != nil {
 			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
 		}
-		// Children (commands) may get limits of their own, so this
-		// group hands its controllers down. It never holds processes
-		// itself once it has children with controllers.
-		if len(c.ctrls) > 0 {
+		// A workspace's group hands its controllers down, so its
+		// commands may get limits of their own; it never holds
+		// processes itself (v2 allows processes only in leaves of a
+		// controlled subtree). Command groups are those leaves: they
+		// must not enable controllers, or a clone into them fails.
+		if parent == c.base && len(c.ctrls) > 0 {
 			if err := enableControllers(filepath.Join(c.v2Mount, rel), c.Controllers()); err != nil {
 				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", rel, err)
 			}
