@@ -27,11 +27,20 @@ type KillResult struct {
 	Killed int `json:"killed"`
 }
 
-func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) {
-	s, wk := res.s, workspaceFrom(r.Context())
+// processManager is the workspace's ProcessManager, or answers 404.
+func (res workspacesResource) processManager(w http.ResponseWriter, r *http.Request) (opsapi.ProcessManager, *workspace, bool) {
+	wk := workspaceFrom(r.Context())
 	pm, ok := wk.ws.(opsapi.ProcessManager)
 	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "processes"))
+		writeProblem(w, r, res.s.logger, unsupported(wk, "processes"))
+	}
+	return pm, wk, ok
+}
+
+func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) {
+	s := res.s
+	pm, _, ok := res.processManager(w, r)
+	if !ok {
 		return
 	}
 	ps, err := pm.Processes(r.Context())
@@ -48,10 +57,9 @@ func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) 
 // killProcesses kills the processes named by repeated ?pid= parameters,
 // or all of the workspace's when there are none.
 func (res workspacesResource) killProcesses(w http.ResponseWriter, r *http.Request) {
-	s, wk := res.s, workspaceFrom(r.Context())
-	pm, ok := wk.ws.(opsapi.ProcessManager)
+	s := res.s
+	pm, wk, ok := res.processManager(w, r)
 	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "processes"))
 		return
 	}
 	var pids []int

@@ -208,39 +208,33 @@ func (s *suite) bounded(t *testing.T, res opsapi.ExecResult, timeout time.Durati
 	}
 }
 
-func (s *suite) grandchildren(t *testing.T) {
+// killedAtTimeout runs script (with %[1]s standing for the case's token)
+// under a 1 s timeout and checks that it was killed, counted at least
+// minKilled processes, came back in time and left nothing running.
+func (s *suite) killedAtTimeout(t *testing.T, script string, minKilled int) {
 	ws, tok := s.ws(t), token()
-	res, _ := exec(t, ws, fmt.Sprintf(`sleep %[1]s & (sleep %[1]s & sleep %[1]s) & sleep %[1]s`, tok), time.Second)
-	if !res.TimedOut || res.Killed < 3 {
-		t.Errorf("result %+v, want TimedOut and Killed >= 3", res)
+	res, _ := exec(t, ws, fmt.Sprintf(script, tok), time.Second)
+	if !res.TimedOut || res.Killed < minKilled {
+		t.Errorf("result %+v, want TimedOut and Killed >= %d", res, minKilled)
 	}
 	s.bounded(t, res, time.Second)
 	noneLeft(t, ws, tok)
 }
 
+func (s *suite) grandchildren(t *testing.T) {
+	s.killedAtTimeout(t, `sleep %[1]s & (sleep %[1]s & sleep %[1]s) & sleep %[1]s`, 3)
+}
+
 func (s *suite) escapes(t *testing.T) {
-	ws, tok := s.ws(t), token()
-	res, _ := exec(t, ws, fmt.Sprintf(
-		`setsid sleep %[1]s & nohup sleep %[1]s >/dev/null 2>&1 & (setsid sh -c 'sleep %[1]s & exit 0' &) ; sleep %[1]s`,
-		tok), time.Second)
-	if !res.TimedOut {
-		t.Errorf("result %+v, want TimedOut", res)
-	}
-	s.bounded(t, res, time.Second)
-	noneLeft(t, ws, tok)
+	s.killedAtTimeout(t, `setsid sleep %[1]s & nohup sleep %[1]s >/dev/null 2>&1 & `+
+		`(setsid sh -c 'sleep %[1]s & exit 0' &) ; sleep %[1]s`, 1)
 }
 
 // envEscape leaves both the process group (setsid) and every marker
 // variable (env -i): only a cgroup (or a pid namespace torn down with
 // the workspace) still holds it.
 func (s *suite) envEscape(t *testing.T) {
-	ws, tok := s.ws(t), token()
-	res, _ := exec(t, ws, fmt.Sprintf(`setsid env -i /bin/sh -c 'exec sleep %[1]s' & sleep %[1]s`, tok), time.Second)
-	if !res.TimedOut {
-		t.Errorf("result %+v, want TimedOut", res)
-	}
-	s.bounded(t, res, time.Second)
-	noneLeft(t, ws, tok)
+	s.killedAtTimeout(t, `setsid env -i /bin/sh -c 'exec sleep %[1]s' & sleep %[1]s`, 1)
 }
 
 func (s *suite) backgroundPipe(t *testing.T) {
