@@ -198,3 +198,63 @@ func TestLimitsWithoutCgroupsAreRefused(t *testing.T) {
 		t.Fatalf("cgroups v3: %v", err)
 	}
 }
+
+// TestLimitsSurviveLosingTheCgroup: after a reboot the cgroups are gone;
+// the restarted backend makes the workspace's group again with the
+// limits it was created with.
+func TestLimitsSurviveLosingTheCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	cfg := local.Config{StateDir: dir}
+	b, err := local.New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: "w", Options: json.RawMessage(`{"limits":{"pids":77}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := w.(*local.Workspace)
+	// The command's own group is <workspace group>/cmd-...; its parent
+	// is the workspace's, in the pids hierarchy (v1) or the unified one.
+	groupDir := func(ws *local.Workspace) string {
+		out := sh(t, ws, "cat /proc/self/cgroup")
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) == 3 && f[1] == "pids" {
+				return filepath.Join("/sys/fs/cgroup/pids", filepath.Dir(f[2]))
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				return filepath.Join("/sys/fs/cgroup", filepath.Dir(p))
+			}
+		}
+		t.Fatalf("no cgroup in %q", out)
+		return ""
+	}
+	g := groupDir(ws)
+	if b, err := os.ReadFile(filepath.Join(g, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "77" {
+		testutil.SkipOrFail(t, "no pids limit in "+g+": "+string(b))
+	}
+	// The reboot: every group of the workspace is gone.
+	for _, ctrl := range []string{"freezer", "pids", "memory", "cpu", ""} {
+		_ = syscall.Rmdir(filepath.Join("/sys/fs/cgroup", ctrl, strings.TrimPrefix(g, "/sys/fs/cgroup/pids")))
+	}
+	if _, err := os.Stat(g); err == nil {
+		t.Fatalf("%s is still there", g)
+	}
+	b2, err := local.New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := b2.List(context.Background())
+	if err != nil || all["w"] == nil {
+		t.Fatalf("List = %v, %v", all, err)
+	}
+	ws2 := all["w"].(*local.Workspace)
+	defer ws2.Destroy(context.Background())
+	if got, err := os.ReadFile(filepath.Join(groupDir(ws2), "pids.max")); err != nil || strings.TrimSpace(string(got)) != "77" {
+		t.Fatalf("pids.max after the restart = %q, %v; want 77", got, err)
+	}
+}

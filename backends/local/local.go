@@ -212,9 +212,14 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
+	if err := b.saveLimits(spec.ID, limits); err != nil {
+		os.Remove(dir)
+		return nil, opsapi.E(op, spec.ID, nil, err)
+	}
 	ws, err := b.open(spec.ID, limits)
 	if err != nil {
 		os.Remove(dir)
+		b.dropLimits(spec.ID)
 		return nil, err
 	}
 	b.logger.Info("workspace created", "workspace", spec.ID, "root", dir, "limits", limits)
@@ -235,8 +240,9 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !e.IsDir() || !validID.MatchString(e.Name()) {
 			continue
 		}
-		// The group keeps the limits it was created with.
-		ws, err := b.open(e.Name(), killtree.Limits{})
+		// An existing group keeps its limits; one that is gone (a
+		// reboot) is made again with the limits saved at Create.
+		ws, err := b.open(e.Name(), b.loadLimits(e.Name()))
 		if err != nil {
 			b.logger.Warn("skipping unreadable workspace", "workspace", e.Name(), "err", err)
 			continue
@@ -256,6 +262,42 @@ func (b *Backend) Close() error {
 	b.dropBase()
 	return nil
 }
+
+// limitsFile is where a workspace's limits are kept across restarts,
+// outside the workspace so its commands cannot change them.
+func (b *Backend) limitsFile(id string) string {
+	return filepath.Join(b.cfg.StateDir, "limits", id+".json")
+}
+
+func (b *Backend) saveLimits(id string, l killtree.Limits) error {
+	if l.IsZero() {
+		return nil
+	}
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(b.limitsFile(id)), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(b.limitsFile(id), data, 0o600)
+}
+
+// loadLimits is what saveLimits kept, or the configured defaults.
+func (b *Backend) loadLimits(id string) killtree.Limits {
+	data, err := os.ReadFile(b.limitsFile(id))
+	if err != nil {
+		return b.cfg.Limits
+	}
+	var l killtree.Limits
+	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
+		b.logger.Warn("unreadable saved limits; using the configured ones", "workspace", id, "err", err)
+		return b.cfg.Limits
+	}
+	return l
+}
+
+func (b *Backend) dropLimits(id string) { _ = os.Remove(b.limitsFile(id)) }
 
 func (b *Backend) open(id string, limits killtree.Limits) (*Workspace, error) {
 	dir := filepath.Join(b.dir, id)
@@ -357,6 +399,7 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 		}
 	}
 	w.fsroot.Close()
+	w.b.dropLimits(w.id)
 	if err := removeAll(w.root); err != nil {
 		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
 	}
