@@ -258,3 +258,40 @@ func TestLimitsSurviveLosingTheCgroup(t *testing.T) {
 		t.Fatalf("pids.max after the restart = %q, %v; want 77", got, err)
 	}
 }
+
+// TestCloseRemovesEmptyGroupsAndExecMakesThemAgain: a closed backend
+// leaves no empty cgroup behind, and a later command in one of its
+// workspaces gets its group back, limits included.
+func TestCloseRemovesEmptyGroupsAndExecMakesThemAgain(t *testing.T) {
+	testutil.RequireRoot(t)
+	b, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: "w", Options: json.RawMessage(`{"limits":{"pids":55}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := w.(*local.Workspace)
+	defer ws.Destroy(context.Background())
+	cg := sh(t, ws, "cat /proc/self/cgroup")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	for _, line := range strings.Split(cg, "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && (f[1] == "pids" || f[0] == "0" && dir == "") {
+			root := "/sys/fs/cgroup/pids"
+			if f[1] != "pids" {
+				root = "/sys/fs/cgroup"
+			}
+			dir = filepath.Join(root, filepath.Dir(f[2]))
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s survived Close", dir)
+	}
+	if out := sh(t, ws, "cat "+filepath.Join(dir, "pids.max")); strings.TrimSpace(out) != "55" {
+		t.Fatalf("pids.max after the group came back = %q", out)
+	}
+}

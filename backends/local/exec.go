@@ -94,6 +94,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	// The command's own cgroup, inside the workspace's, holds it and
 	// everything it starts from its first instruction on.
 	var cg *killtree.Group
+	if err := w.ensureGroup(); err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+	}
 	if w.cg != nil {
 		name := "cmd-" + callMarker[len(callKey)+1:][:16]
 		w.setActive(name, true)

@@ -257,10 +257,38 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 
 // Close stops the backend from creating workspaces; existing workspaces
 // and their processes stay.
+//
+// Workspace cgroups with no process left are removed (a command run later
+// makes its workspace's group again, with the saved limits), and so is
+// the base group once empty, so short-lived brokers and test runs leave
+// no cgroup behind.
 func (b *Backend) Close() error {
 	b.closed.Store(true)
+	if b.cg != nil {
+		b.cgMu.Lock()
+		names, _ := b.cg.Children()
+		for _, n := range names {
+			if g, err := b.cg.Group(n, killtree.Limits{}); err == nil && g.Empty() {
+				_ = g.Delete()
+			}
+		}
+		b.cgMu.Unlock()
+	}
 	b.dropBase()
 	return nil
+}
+
+// ensureGroup makes the workspace's cgroup again when it is gone (removed
+// by Close), with the limits saved at Create.
+func (w *Workspace) ensureGroup() error {
+	if w.cg == nil || w.cg.Exists() {
+		return nil
+	}
+	w.b.cgMu.Lock()
+	defer w.b.cgMu.Unlock()
+	// The same path as w.cg: only the directories are made again.
+	_, err := w.b.cg.Group(w.id, w.b.loadLimits(w.id))
+	return err
 }
 
 // limitsFile is where a workspace's limits are kept across restarts,
