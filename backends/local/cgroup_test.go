@@ -164,7 +164,7 @@ func TestMemoryLimitOOMIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := w.(*local.Workspace)
-	defer ws.Destroy(context.Background())
+	defer func() { _ = ws.Destroy(context.Background()) }()
 	res, err := ws.Exec(context.Background(), opsapi.ExecRequest{
 		Command: `s=x; while :; do s="$s$s"; done`,
 		Timeout: 30 * time.Second,
@@ -253,7 +253,7 @@ func TestLimitsSurviveLosingTheCgroup(t *testing.T) {
 		t.Fatalf("List = %v, %v", all, err)
 	}
 	ws2 := all["w"].(*local.Workspace)
-	defer ws2.Destroy(context.Background())
+	defer func() { _ = ws2.Destroy(context.Background()) }()
 	if got, err := os.ReadFile(filepath.Join(groupDir(ws2), "pids.max")); err != nil || strings.TrimSpace(string(got)) != "77" {
 		t.Fatalf("pids.max after the restart = %q, %v; want 77", got, err)
 	}
@@ -273,7 +273,7 @@ func TestCloseRemovesEmptyGroupsAndExecMakesThemAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := w.(*local.Workspace)
-	defer ws.Destroy(context.Background())
+	defer func() { _ = ws.Destroy(context.Background()) }()
 	cg := sh(t, ws, "cat /proc/self/cgroup")
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

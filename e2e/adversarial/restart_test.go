@@ -90,7 +90,9 @@ func TestBrokerSIGKILLedMidCommandThenRestarted(t *testing.T) {
 				continue
 			}
 			var pid int
-			fmt.Sscan(e.Name(), &pid)
+			if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+				continue
+			}
 			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
 				if i := bytes.LastIndexByte(st, ')'); i > 0 && st[i+2] != 'Z' {
 					out = append(out, pid)
