@@ -37,6 +37,7 @@ func (res workspacesResource) Routes() chi.Router {
 		r.Use(s.withWorkspace)
 		r.Get("/", res.get)
 		r.Delete("/", res.delete)
+		processRoutes(r, res)
 		r.Mount("/tools", toolsResource(res).Routes())
 		r.Mount("/", opsResource(res).Routes())
 	})

@@ -165,6 +165,8 @@ maxUploadBytes: 268435456
 local:                           # the local backend (package local's Config)
   killGrace: 2s
   shell: /bin/bash
+  cgroups: auto                  # auto, v1, v2, or off (process groups only)
+  limits: {memoryBytes: 2147483648, pids: 1024, cpu: 2}  # per workspace; need cgroups
 ssh:                             # the ssh backend, only when present (package ssh's Config)
   knownHostsFiles: [/etc/wsbroker/known_hosts]
   identityFiles: [/etc/wsbroker/id_ed25519]
@@ -183,6 +185,9 @@ ssh:                             # the ssh backend, only when present (package s
 	}
 	if cfg.StateDir != "/var/lib/wsbroker" || cfg.Local.KillGrace != 2*time.Second || cfg.Local.Shell != "/bin/bash" || cfg.MaxUploadBytes != 256<<20 {
 		t.Fatalf("loaded %+v", cfg)
+	}
+	if cfg.Local.Cgroups != "auto" || cfg.Local.Limits.MemoryBytes != 2<<30 || cfg.Local.Limits.Pids != 1024 || cfg.Local.Limits.CPU != 2 {
+		t.Fatalf("local limits loaded as %+v / %+v", cfg.Local.Cgroups, cfg.Local.Limits)
 	}
 	if cfg.SSH == nil || cfg.SSH.Hosts["vm-01"].User != "agent" || cfg.SSH.KnownHostsFiles[0] != "/etc/wsbroker/known_hosts" {
 		t.Fatalf("ssh section loaded as %+v", cfg.SSH)

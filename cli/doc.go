@@ -38,6 +38,8 @@
 //	local:                           # the local backend (package local's Config)
 //	  killGrace: 2s
 //	  shell: /bin/bash
+//	  cgroups: auto                  # auto, v1, v2, or off (process groups only)
+//	  limits: {memoryBytes: 2147483648, pids: 1024, cpu: 2}  # per workspace; need cgroups
 //	ssh:                             # the ssh backend, only when present (package ssh's Config)
 //	  knownHostsFiles: [/etc/wsbroker/known_hosts]
 //	  identityFiles: [/etc/wsbroker/id_ed25519]

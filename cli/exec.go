@@ -67,7 +67,11 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	case res.TimedOut:
 		fmt.Fprintf(c.Stderr, "broker exec: command timed out after %s and was killed\n", *timeout)
 	case res.OOMKilled:
-		fmt.Fprintln(c.Stderr, "broker exec: the command ran out of memory and was killed")
+		if res.MemoryLimit > 0 {
+			fmt.Fprintf(c.Stderr, "broker exec: the command ran out of memory (limit %d MiB) and was killed\n", res.MemoryLimit>>20)
+		} else {
+			fmt.Fprintln(c.Stderr, "broker exec: the command ran out of memory and was killed")
+		}
 	}
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode}

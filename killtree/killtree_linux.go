@@ -284,3 +284,34 @@ func (m *markedSet) killUntilGone() []int {
 	}
 	return out
 }
+
+// MarkedPids lists the live processes whose environment holds the exact
+// entry marker; the caller's own process is never listed.
+func MarkedPids(marker string) ([]int, error) {
+	if marker == "" {
+		return nil, errors.New("killtree: empty marker")
+	}
+	ps, err := procs()
+	if err != nil {
+		return nil, err
+	}
+	m := &markedSet{marker: []byte(marker)}
+	self := os.Getpid()
+	var out []int
+	for _, p := range ps {
+		if p.pid != self && !p.zombie && m.carries(p.pid) {
+			out = append(out, p.pid)
+		}
+	}
+	return out, nil
+}
+
+// Cmdline is process pid's command line, arguments joined by spaces
+// ("" when it is gone or a kernel thread).
+func Cmdline(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimRight(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), " "))
+}

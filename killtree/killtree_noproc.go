@@ -28,3 +28,9 @@ func newMarkedSet(string) (*markedSet, error)  { return nil, errors.ErrUnsupport
 func (*markedSet) signal(syscall.Signal) []int { return nil }
 func (*markedSet) empty() bool                 { return true }
 func (*markedSet) killUntilGone() []int        { return nil }
+
+// MarkedPids needs /proc; this system has none.
+func MarkedPids(marker string) ([]int, error) { return nil, errors.ErrUnsupported }
+
+// Cmdline needs /proc; this system has none.
+func Cmdline(pid int) string { return "" }

@@ -29,3 +29,9 @@ func GroupMarked(pgid int, marker string) (bool, error) { return false, errors.E
 func KillMarked(marker string, grace time.Duration) (int, error) {
 	return 0, errors.ErrUnsupported
 }
+
+// MarkedPids is not supported without /proc.
+func MarkedPids(marker string) ([]int, error) { return nil, errors.ErrUnsupported }
+
+// Cmdline is not supported without /proc.
+func Cmdline(pid int) string { return "" }

@@ -117,6 +117,10 @@ type ExecResult struct {
 	// OOMKilled is set when the backend saw the kernel's OOM killer end a
 	// process of the command.
 	OOMKilled bool `json:"oomKilled,omitempty"`
+	// MemoryLimit is the memory limit in bytes the command ran under,
+	// when the backend knows it (0 otherwise); it lets an OOM kill be
+	// reported with the limit that caused it.
+	MemoryLimit int64 `json:"memoryLimit,omitempty"`
 	// Killed counts the processes the backend killed when the call ended.
 	Killed int `json:"killed,omitempty"`
 	// Duration is the command's wall time.

@@ -102,7 +102,7 @@ func (t *bashTool) Execute(ctx context.Context, raw json.RawMessage, onUpdate Up
 	}
 	oomLine := ""
 	if res.OOMKilled {
-		oomLine = "Command was killed: out of memory\n"
+		oomLine = "Command was killed: out of memory" + limitText(res.MemoryLimit) + "\n"
 	}
 
 	switch {
@@ -320,4 +320,19 @@ func (s *bashStream) finish() OutputSnapshot {
 	}
 	s.mu.Unlock()
 	return s.acc.Finish()
+}
+
+// limitText is " (limit 256 MiB)" for a known memory limit, "" otherwise.
+func limitText(n int64) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n%(1<<30) == 0:
+		return fmt.Sprintf(" (limit %d GiB)", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf(" (limit %d MiB)", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf(" (limit %.1f MiB)", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf(" (limit %d bytes)", n)
 }

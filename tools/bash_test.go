@@ -245,6 +245,10 @@ func TestBashExitCode(t *testing.T) {
 			"big\n\nCommand was killed: out of memory\nCommand exited with code 137"},
 		{"", opsapi.ExecResult{ExitCode: 0, OOMKilled: true},
 			"(no output)\n\nCommand was killed: out of memory"},
+		{"x", opsapi.ExecResult{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true, MemoryLimit: 256 << 20},
+			"x\n\nCommand was killed: out of memory (limit 256 MiB)\nCommand exited with code 137"},
+		{"", opsapi.ExecResult{ExitCode: 0, OOMKilled: true, MemoryLimit: 2 << 30},
+			"(no output)\n\nCommand was killed: out of memory (limit 2 GiB)"},
 	} {
 		ws := newBashFakeWS(emit(tc.res, tc.out))
 		r, err := bashExecute(t, ws, context.Background(), `{"command":"x"}`, nil)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/wsbroker/wsbroker/killtree"
 )
 
 // Config configures the local backend. Zero fields take the defaults of
@@ -33,6 +35,18 @@ type Config struct {
 	// RgPath is the ripgrep binary used by Search: a path, or a name
 	// looked up on the broker's PATH when a search runs. Default "rg".
 	RgPath string `json:"rgPath" yaml:"rgPath"`
+	// Cgroups selects how commands are contained: "auto" (default) uses
+	// cgroups where the broker may create them and falls back to process
+	// groups and markers where it may not; "v1" or "v2" force a hierarchy
+	// (failing to start if it cannot be used); "off" always uses the
+	// fallback.
+	Cgroups string `json:"cgroups" yaml:"cgroups"`
+	// Limits are every workspace's default limits (a workspace's options
+	// may set its own); zero fields mean no limit. They need cgroups.
+	Limits killtree.Limits `json:"limits" yaml:"limits"`
+	// CommandLimits bound each command inside its workspace; zero fields
+	// mean only the workspace's limits apply.
+	CommandLimits killtree.Limits `json:"commandLimits" yaml:"commandLimits"`
 }
 
 // Defaults.
@@ -42,6 +56,7 @@ const (
 	DefaultMaxDrain  = 5 * time.Second
 	DefaultShell     = "/bin/bash"
 	DefaultRgPath    = "rg"
+	DefaultCgroups   = "auto"
 )
 
 // NewConfig returns a configuration with every default set and no
@@ -53,6 +68,7 @@ func NewConfig() Config {
 		MaxDrain:  DefaultMaxDrain,
 		Shell:     DefaultShell,
 		RgPath:    DefaultRgPath,
+		Cgroups:   DefaultCgroups,
 	}
 }
 
@@ -73,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RgPath == "" {
 		c.RgPath = d.RgPath
+	}
+	if c.Cgroups == "" {
+		c.Cgroups = d.Cgroups
 	}
 	return c
 }
@@ -104,6 +123,17 @@ func (c Config) Validate() error {
 	}
 	if c.RgPath == "" {
 		errs = append(errs, errors.New("rgPath is required"))
+	}
+	switch c.Cgroups {
+	case "", "auto", "v1", "v2", "off":
+	default:
+		errs = append(errs, fmt.Errorf("cgroups must be auto, v1, v2 or off, got %q", c.Cgroups))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("limits: %w", err))
+	}
+	if err := c.CommandLimits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("commandLimits: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -50,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	c := Config{StateDir: "/s"}.withDefaults()
 	if c != (Config{StateDir: "/s", KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
-		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}) {
+		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg", Cgroups: "auto"}) {
 		t.Fatalf("withDefaults = %+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -20,18 +20,28 @@
 // # Commands
 //
 // Exec runs `bash -c` in a new process group with a minimal environment and
-// two markers (WSBROKER_CALL, WSBROKER_WORKSPACE). A deadline or
-// cancellation kills the group and every process carrying the call's
-// marker (package killtree), which also catches setsid'ed and double-forked
-// escapes on Linux. Destroy kills whatever the workspace's commands left
-// running, then removes the directory.
+// two markers (WSBROKER_CALL, WSBROKER_WORKSPACE). Where the broker may
+// manage cgroups (Config.Cgroups "auto", as root), each workspace has a
+// cgroup with its limits (memory, pids, CPU: Config.Limits, or the
+// workspace's "limits" option) and each command a child cgroup it is placed
+// in before it runs (package killtree). A deadline or cancellation sends
+// SIGTERM to the process group and the command's cgroup, waits KillGrace,
+// then kills everything left in the cgroup, so setsid, double fork and a
+// cleared environment do not escape; an OOM kill inside the cgroup sets
+// ExecResult.OOMKilled and MemoryLimit. A command that exits normally may
+// leave background processes (as in pi): they stay in its cgroup, are listed
+// and killed by Processes and KillProcesses, and die with Destroy. When the
+// backend starts it kills whatever a previous broker's commands left.
+//
+// Without cgroups (not root, no cgroup file system, Config.Cgroups "off")
+// the backend says so once at start and falls back to the process group and
+// the markers: a process that leaves its group and clears its environment
+// then escapes the kill, and no limits apply (workspace limits are refused).
 //
 // Commands are not sandboxed: they run with the broker's user and can
 // reach whatever it can. The local backend confines the file operations
 // (so a policy that denies bash also denies the host), not the shell; use
-// the docker or ssh backend when the agent itself must be contained. A
-// process that clears its environment and leaves its process group escapes
-// the kill; cgroups will close that gap.
+// the docker or ssh backend when the agent itself must be contained.
 //
 // # Platforms
 //

@@ -91,8 +91,32 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}, req.Env...), callMarker, w.marker)
 	killtree.Prepare(cmd)
 
+	// The command's own cgroup, inside the workspace's, holds it and
+	// everything it starts from its first instruction on.
+	var cg *killtree.Group
+	if err := w.ensureGroup(); err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+	}
+	if w.cg != nil {
+		name := "cmd-" + callMarker[len(callKey)+1:][:16]
+		w.setActive(name, true)
+		defer w.setActive(name, false)
+		if cg, err = w.cg.Child(name, w.cfg.CommandLimits); err != nil {
+			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+		}
+		release, err := cg.Prepare(cmd)
+		if err != nil {
+			_ = cg.Delete()
+			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+		}
+		defer release()
+	}
+
 	r, pw, err := os.Pipe()
 	if err != nil {
+		if cg != nil {
+			_ = cg.Delete()
+		}
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -102,6 +126,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		w.mu.Unlock()
 		r.Close()
 		pw.Close()
+		if cg != nil {
+			_ = cg.Delete()
+		}
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrNotExist, errors.New("workspace destroyed"))
 	}
 	err = cmd.Start()
@@ -112,15 +139,30 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	pw.Close()
 	if err != nil {
 		r.Close()
+		if cg != nil {
+			_ = cg.Delete()
+		}
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	dir.Close()
 
-	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin}
+	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg}
 	res := c.run(ctx, r)
+	if cg != nil {
+		res.OOMKilled = cg.OOMKills() > 0
+		res.MemoryLimit = cg.MemoryLimit()
+		// Background children that outlive the command keep its group
+		// (listed and killed through Processes / KillProcesses, and by
+		// Destroy); an empty one goes now.
+		if cg.Empty() {
+			if err := cg.Delete(); err != nil {
+				w.logger.Warn("removing a command's cgroup", "err", err)
+			}
+		}
+	}
 	w.forget(cmd.Process.Pid, res)
 	w.logger.Debug("exec", "exit", res.ExitCode, "signal", res.Signal, "timedOut", res.TimedOut,
-		"canceled", res.Canceled, "killed", res.Killed, "duration", res.Duration)
+		"canceled", res.Canceled, "oomKilled", res.OOMKilled, "killed", res.Killed, "duration", res.Duration)
 	return res, nil
 }
 
@@ -151,6 +193,22 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
+func (w *Workspace) setActive(name string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		w.active[name] = true
+	} else {
+		delete(w.active, name)
+	}
+}
+
+func (w *Workspace) running(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.active[name]
+}
+
 // forget stops tracking a command's group once nothing is left in it.
 func (w *Workspace) forget(pgid int, res opsapi.ExecResult) {
 	if !res.TimedOut && !res.Canceled {
@@ -170,6 +228,7 @@ type call struct {
 	req    opsapi.ExecRequest
 	marker string
 	begin  time.Time
+	cg     *killtree.Group // nil without cgroups
 }
 
 // run pumps output until the command has exited and its output has gone
@@ -232,7 +291,13 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 		deadline, done = nil, nil
 		killDone = make(chan int, 1)
 		go func() {
-			n, err := killtree.KillAll(c.cmd.Process.Pid, c.marker, cfg.KillGrace)
+			var n int
+			var err error
+			if c.cg != nil {
+				n, err = c.cg.KillAll(c.cmd.Process.Pid, cfg.KillGrace)
+			} else {
+				n, err = killtree.KillAll(c.cmd.Process.Pid, c.marker, cfg.KillGrace)
+			}
 			// The shell itself may have moved to another group.
 			_ = c.cmd.Process.Signal(syscall.SIGKILL)
 			if err != nil {

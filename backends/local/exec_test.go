@@ -127,7 +127,8 @@ func TestExecMaxDrainCapsAChattyBackground(t *testing.T) {
 
 func TestExecDeadlineDuringDrainKills(t *testing.T) {
 	t.Parallel()
-	ws := newWorkspace(t, local.Config{KillGrace: 200 * time.Millisecond, MaxDrain: time.Minute})
+	// A 1 s idle: on a loaded machine the ticks can pause for over 100 ms.
+	ws := newWorkspace(t, local.Config{KillGrace: 200 * time.Millisecond, MaxDrain: time.Minute, DrainIdle: time.Second})
 	out, res := run(t, ws, opsapi.ExecRequest{
 		Command: "(echo $BASHPID > pid; while :; do echo tick; sleep 0.01; done) & exit 3",
 		Timeout: 2 * time.Second,

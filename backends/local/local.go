@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -27,6 +28,21 @@ type Backend struct {
 	dir    string // StateDir/workspaces, symlinks resolved
 	logger *slog.Logger
 	closed atomic.Bool
+	cg     *killtree.Cgroups // nil: process groups and markers only
+	// cgMu orders creating a workspace's group against removing the
+	// base group once the last workspace is gone.
+	cgMu sync.Mutex
+}
+
+// dropBase removes the base cgroup once no workspace group is left in it,
+// so that test runs and short-lived brokers leave nothing behind.
+func (b *Backend) dropBase() {
+	if b.cg == nil {
+		return
+	}
+	b.cgMu.Lock()
+	defer b.cgMu.Unlock()
+	_ = b.cg.Remove()
 }
 
 // New checks cfg (zero fields take NewConfig's defaults), creates
@@ -52,7 +68,98 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, opsapi.E("local.New", dir, nil, err)
 	}
-	return &Backend{cfg: cfg, dir: dir, logger: logger.With("backend", "local")}, nil
+	b := &Backend{cfg: cfg, dir: dir, logger: logger.With("backend", "local")}
+	if err := b.openCgroups(); err != nil {
+		return nil, err
+	}
+	b.reconcile()
+	return b, nil
+}
+
+// openCgroups sets up the base cgroup, or decides on the fallback and
+// says so once.
+func (b *Backend) openCgroups() error {
+	if b.cfg.Cgroups == "off" {
+		b.logger.Info("cgroups disabled by configuration: commands are contained by process groups and markers only")
+		return nil
+	}
+	mode := map[string]killtree.CgroupMode{"v1": killtree.CgroupV1, "v2": killtree.CgroupV2}[b.cfg.Cgroups]
+	// One base group per state directory, so a restarted broker finds
+	// exactly what its predecessor left.
+	sum := sha256.Sum256([]byte(b.dir))
+	cg, err := killtree.OpenCgroups(killtree.CgroupConfig{Name: "wsbroker-" + hex.EncodeToString(sum[:6]), Mode: mode})
+	if err != nil {
+		if mode != killtree.CgroupAuto {
+			return opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
+		}
+		b.logger.Warn("cgroups unavailable: commands are contained by process groups and markers only; "+
+			"a process that leaves its group and clears its environment escapes the kill, and no limits apply", "err", err)
+		return nil
+	}
+	b.cg = cg
+	b.logger.Info("cgroups in use", "mode", cg.Mode().String(), "path", cg.Path(), "controllers", cg.Controllers())
+	for _, l := range []killtree.Limits{b.cfg.Limits, b.cfg.CommandLimits} {
+		if m := cg.Missing(l); len(m) > 0 {
+			b.logger.Warn("configured limits not enforced: controllers missing", "controllers", m)
+		}
+	}
+	return nil
+}
+
+// reconcile kills what a previous run of the broker left: every process
+// of every command (no one waits for them any more, and a command killed
+// with the broker must not outlive it), and the groups of workspaces that
+// no longer exist. Without cgroups the workspace markers find them.
+func (b *Backend) reconcile() {
+	killed := 0
+	if b.cg != nil {
+		names, err := b.cg.Children()
+		if err != nil {
+			b.logger.Warn("reconcile: listing cgroups", "err", err)
+		}
+		for _, name := range names {
+			ws, err := b.cg.Group(name, killtree.Limits{})
+			if err != nil {
+				b.logger.Warn("reconcile", "workspace", name, "err", err)
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(b.dir, name)); err != nil {
+				n, _ := ws.Kill()
+				killed += n
+				if err := ws.Delete(); err != nil {
+					b.logger.Warn("reconcile: removing the group of a deleted workspace", "workspace", name, "err", err)
+				}
+				continue
+			}
+			cmds, _ := ws.Children()
+			for _, c := range cmds {
+				g := ws.ChildGroup(c)
+				n, _ := g.Kill()
+				killed += n
+				if err := g.Delete(); err != nil {
+					b.logger.Warn("reconcile: removing a command's group", "workspace", name, "group", c, "err", err)
+				}
+			}
+		}
+	} else if entries, err := os.ReadDir(b.dir); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && validID.MatchString(e.Name()) {
+				n, _ := killtree.KillMarked(workspaceMarker(b.dir, e.Name()), b.cfg.KillGrace)
+				killed += n
+			}
+		}
+	}
+	if killed > 0 {
+		b.logger.Warn("reconcile: killed processes a previous run left", "killed", killed)
+	}
+}
+
+// workspaceMarker is the KEY=VALUE entry in every command of workspace id.
+// The directory makes it unique to this backend instance: two state dirs
+// may both hold a workspace "x".
+func workspaceMarker(dir, id string) string {
+	sum := sha256.Sum256([]byte(filepath.Join(dir, id)))
+	return workspaceKey + "=" + id + "@" + hex.EncodeToString(sum[:8])
 }
 
 // Name is the backend's registry name.
@@ -61,8 +168,12 @@ func (b *Backend) Name() string { return "local" }
 // validID: a safe single path component, no leading dot or dash.
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// createOptions are the options Create accepts: none yet.
-type createOptions struct{}
+// createOptions are the options Create accepts.
+type createOptions struct {
+	// Limits override the backend's default workspace limits field by
+	// field; they need cgroups.
+	Limits *killtree.Limits `json:"limits"`
+}
 
 // Create makes the directory of a new workspace. An ID that is not a safe
 // name (letters, digits, '.', '_', '-'; at most 128; not starting with '.'
@@ -76,13 +187,23 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if !validID.MatchString(spec.ID) {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("invalid workspace id %q", spec.ID))
 	}
+	var o createOptions
 	if raw := bytes.TrimSpace(spec.Options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
-		var o createOptions
 		if err := dec.Decode(&o); err != nil {
 			return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
 		}
+	}
+	limits := b.cfg.Limits
+	if o.Limits != nil {
+		if err := o.Limits.Validate(); err != nil {
+			return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: limits: %w", err))
+		}
+		limits = o.Limits.Merge(limits)
+	}
+	if !limits.IsZero() && b.cg == nil {
+		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, errors.New("options: limits need cgroups, which this broker cannot use"))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
@@ -91,12 +212,17 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
-	ws, err := b.open(spec.ID)
+	if err := b.saveLimits(spec.ID, limits); err != nil {
+		os.Remove(dir)
+		return nil, opsapi.E(op, spec.ID, nil, err)
+	}
+	ws, err := b.open(spec.ID, limits)
 	if err != nil {
 		os.Remove(dir)
+		b.dropLimits(spec.ID)
 		return nil, err
 	}
-	b.logger.Info("workspace created", "workspace", spec.ID, "root", dir)
+	b.logger.Info("workspace created", "workspace", spec.ID, "root", dir, "limits", limits)
 	return ws, nil
 }
 
@@ -114,7 +240,9 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !e.IsDir() || !validID.MatchString(e.Name()) {
 			continue
 		}
-		ws, err := b.open(e.Name())
+		// An existing group keeps its limits; one that is gone (a
+		// reboot) is made again with the limits saved at Create.
+		ws, err := b.open(e.Name(), b.loadLimits(e.Name()))
 		if err != nil {
 			b.logger.Warn("skipping unreadable workspace", "workspace", e.Name(), "err", err)
 			continue
@@ -129,28 +257,103 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 
 // Close stops the backend from creating workspaces; existing workspaces
 // and their processes stay.
+//
+// Workspace cgroups with no process left are removed (a command run later
+// makes its workspace's group again, with the saved limits), and so is
+// the base group once empty, so short-lived brokers and test runs leave
+// no cgroup behind.
 func (b *Backend) Close() error {
 	b.closed.Store(true)
+	if b.cg != nil {
+		b.cgMu.Lock()
+		names, _ := b.cg.Children()
+		for _, n := range names {
+			if g, err := b.cg.Group(n, killtree.Limits{}); err == nil && g.Empty() {
+				_ = g.Delete()
+			}
+		}
+		b.cgMu.Unlock()
+	}
+	b.dropBase()
 	return nil
 }
 
-func (b *Backend) open(id string) (*Workspace, error) {
+// ensureGroup makes the workspace's cgroup again when it is gone (removed
+// by Close), with the limits saved at Create.
+func (w *Workspace) ensureGroup() error {
+	if w.cg == nil || w.cg.Exists() {
+		return nil
+	}
+	w.b.cgMu.Lock()
+	defer w.b.cgMu.Unlock()
+	// The same path as w.cg: only the directories are made again.
+	_, err := w.b.cg.Group(w.id, w.b.loadLimits(w.id))
+	return err
+}
+
+// limitsFile is where a workspace's limits are kept across restarts,
+// outside the workspace so its commands cannot change them.
+func (b *Backend) limitsFile(id string) string {
+	return filepath.Join(b.cfg.StateDir, "limits", id+".json")
+}
+
+func (b *Backend) saveLimits(id string, l killtree.Limits) error {
+	if l.IsZero() {
+		return nil
+	}
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(b.limitsFile(id)), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(b.limitsFile(id), data, 0o600)
+}
+
+// loadLimits is what saveLimits kept, or the configured defaults.
+func (b *Backend) loadLimits(id string) killtree.Limits {
+	data, err := os.ReadFile(b.limitsFile(id))
+	if err != nil {
+		return b.cfg.Limits
+	}
+	var l killtree.Limits
+	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
+		b.logger.Warn("unreadable saved limits; using the configured ones", "workspace", id, "err", err)
+		return b.cfg.Limits
+	}
+	return l
+}
+
+func (b *Backend) dropLimits(id string) { _ = os.Remove(b.limitsFile(id)) }
+
+func (b *Backend) open(id string, limits killtree.Limits) (*Workspace, error) {
 	dir := filepath.Join(b.dir, id)
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, opsapi.E("local.open", id, nil, err)
 	}
-	sum := sha256.Sum256([]byte(dir))
+	var cg *killtree.Group
+	if b.cg != nil {
+		b.cgMu.Lock()
+		cg, err = b.cg.Group(id, limits)
+		b.cgMu.Unlock()
+		if err != nil {
+			root.Close()
+			return nil, opsapi.E("local.open", id, opsapi.ErrUnavailable, err)
+		}
+	}
 	return &Workspace{
+		cg:     cg,
+		b:      b,
 		id:     id,
 		root:   filepath.ToSlash(dir),
 		fsroot: root,
 		cfg:    b.cfg,
 		logger: b.logger.With("workspace", id),
-		// The directory makes the marker unique to this backend
-		// instance: two state dirs may both hold a workspace "x".
-		marker: "WSBROKER_WORKSPACE=" + id + "@" + hex.EncodeToString(sum[:8]),
+		marker: workspaceMarker(b.dir, id),
 		groups: map[int]struct{}{},
+		active: map[string]bool{},
 	}, nil
 }
 
@@ -162,11 +365,14 @@ type Workspace struct {
 	fsroot *os.Root // every file access goes through it
 	cfg    Config
 	logger *slog.Logger
-	marker string // KEY=VALUE in every command's environment
+	marker string          // KEY=VALUE in every command's environment
+	cg     *killtree.Group // the workspace's cgroup; nil without cgroups
+	b      *Backend
 
 	mu        sync.Mutex
 	destroyed bool
 	groups    map[int]struct{} // process groups that may still have members
+	active    map[string]bool  // cgroup names of commands still running
 }
 
 // ID is the workspace's name.
@@ -200,11 +406,28 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 	w.mu.Unlock()
 
 	var errs []error
-	killed, err := w.killLeftovers(groups)
-	if err != nil {
-		errs = append(errs, err)
+	var killed int
+	if w.cg != nil {
+		// Everything the workspace ran is in its group: nothing that
+		// left the process group or cleared its environment survives.
+		n, err := w.cg.KillAll(0, w.cfg.KillGrace)
+		killed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if err := w.cg.Delete(); err != nil {
+			errs = append(errs, err)
+		}
+		w.b.dropBase()
+	} else {
+		n, err := w.killLeftovers(groups)
+		killed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	w.fsroot.Close()
+	w.b.dropLimits(w.id)
 	if err := removeAll(w.root); err != nil {
 		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
 	}
@@ -278,3 +501,5 @@ var (
 	_ opsapi.Resolver        = (*Workspace)(nil)
 	_ opsapi.Destroyer       = (*Workspace)(nil)
 )
+
+var _ opsapi.ProcessManager = (*Workspace)(nil)

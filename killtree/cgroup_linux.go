@@ -1,0 +1,716 @@
+//go:build linux
+
+package killtree
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cgroups "github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// v1Controllers are the v1 hierarchies a group is created in, in order
+// of preference for listing its processes: freezer first because the kill
+// needs it, pids because it counts every task.
+var v1Controllers = []cgroup1.Name{cgroup1.Freezer, cgroup1.Pids, cgroup1.Memory, cgroup1.Cpu}
+
+// v2Controllers are the unified controllers limits need.
+var v2Controllers = []string{"cpu", "memory", "pids"}
+
+// cpuPeriod is the CFS period quotas are expressed in (100 ms).
+const cpuPeriod = 100000
+
+// freezeWait bounds the wait for a freezer to report FROZEN: a task in
+// uninterruptible sleep can hold it in FREEZING, and the kill goes on
+// without it rather than hang.
+const freezeWait = time.Second
+
+// Cgroups is the base group under which a backend's workspace and command
+// groups live.
+type Cgroups struct {
+	mode    CgroupMode
+	v2Mount string
+	v1Mount string
+	base    string          // group path relative to the mount (v2) or to each hierarchy (v1), starts with "/"
+	v1      []cgroup1.Name  // v1 hierarchies present
+	ctrls   map[string]bool // controllers limits can use ("memory", "pids", "cpu")
+	memsw   bool            // swap is accounted: v1 memsw or v2 memory.swap.max exists
+	hasKill bool            // v2 cgroup.kill exists (Linux 5.14+)
+}
+
+// OpenCgroups detects the hierarchy, creates the base group cfg.Name and
+// checks that groups can be created and processes placed in them. It
+// returns an error wrapping ErrNoCgroups when they cannot.
+func OpenCgroups(cfg CgroupConfig) (*Cgroups, error) {
+	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/\x00") || cfg.Name == "." || cfg.Name == ".." {
+		return nil, fmt.Errorf("killtree: invalid cgroup name %q", cfg.Name)
+	}
+	if cfg.V1Mount == "" {
+		cfg.V1Mount = "/sys/fs/cgroup"
+	}
+	mode := cfg.Mode
+	hostMode := cgroups.Mode()
+	if mode == CgroupAuto {
+		switch hostMode {
+		case cgroups.Unified:
+			mode = CgroupV2
+		case cgroups.Legacy, cgroups.Hybrid:
+			mode = CgroupV1
+		default:
+			return nil, fmt.Errorf("%w: no cgroup file system mounted", ErrNoCgroups)
+		}
+	}
+	if cfg.V2Mount == "" {
+		cfg.V2Mount = "/sys/fs/cgroup"
+		if hostMode == cgroups.Hybrid {
+			cfg.V2Mount = "/sys/fs/cgroup/unified"
+		}
+	}
+	c := &Cgroups{mode: mode, v2Mount: cfg.V2Mount, v1Mount: cfg.V1Mount, ctrls: map[string]bool{}}
+	var err error
+	switch mode {
+	case CgroupV2:
+		err = c.openV2(cfg.Name)
+	case CgroupV1:
+		err = c.openV1(cfg.Name)
+	default:
+		err = fmt.Errorf("killtree: unknown cgroup mode %d", mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Mode is the hierarchy in use.
+func (c *Cgroups) Mode() CgroupMode { return c.mode }
+
+// Controllers lists the controllers limits are applied with; a limit
+// whose controller is missing is not enforced.
+func (c *Cgroups) Controllers() []string {
+	var out []string
+	for k := range c.ctrls {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Path is the base group's directory (the v2 one, or the first v1
+// hierarchy's).
+func (c *Cgroups) Path() string { return c.dir(c.base) }
+
+func (c *Cgroups) dir(rel string) string {
+	if c.mode == CgroupV2 {
+		return filepath.Join(c.v2Mount, rel)
+	}
+	return filepath.Join(c.v1Mount, string(c.v1[0]), rel)
+}
+
+func (c *Cgroups) openV2(name string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(c.v2Mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return fmt.Errorf("%w: %s is not a cgroup2 mount", ErrNoCgroups, c.v2Mount)
+	}
+	_, own, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+	}
+	if own == "" {
+		own = "/"
+	}
+	// The base group sits under the broker's own group, which is where a
+	// service manager delegates (systemd's Delegate=yes).
+	c.base = filepath.Join(own, name)
+	ownDir := filepath.Join(c.v2Mount, own)
+	avail, _ := os.ReadFile(filepath.Join(ownDir, "cgroup.controllers"))
+	for _, f := range strings.Fields(string(avail)) {
+		if slices.Contains(v2Controllers, f) {
+			c.ctrls[f] = true
+		}
+	}
+	if err := os.MkdirAll(c.Path(), 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+	}
+	if len(c.ctrls) > 0 {
+		if err := enableControllers(ownDir, c.Controllers()); err != nil {
+			// No internal processes: a non-root group that holds
+			// processes cannot hand controllers to children. Move the
+			// broker into a leaf beside the base group, then retry.
+			if !errors.Is(err, unix.EBUSY) {
+				return fmt.Errorf("%w: enabling %v in %s: %v", ErrNoCgroups, c.Controllers(), ownDir, err)
+			}
+			leaf := filepath.Join(ownDir, name+"-broker")
+			if err := os.MkdirAll(leaf, 0o755); err != nil {
+				return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+			}
+			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				return fmt.Errorf("%w: moving the broker to %s: %v", ErrNoCgroups, leaf, err)
+			}
+			if err := enableControllers(ownDir, c.Controllers()); err != nil {
+				return fmt.Errorf("%w: enabling %v in %s (other processes share the broker's cgroup; delegate one to it): %v",
+					ErrNoCgroups, c.Controllers(), ownDir, err)
+			}
+		}
+		if err := enableControllers(c.Path(), c.Controllers()); err != nil {
+			return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+		}
+	}
+	_, err = os.Stat(filepath.Join(c.Path(), "cgroup.kill"))
+	c.hasKill = err == nil
+	_, err = os.Stat(filepath.Join(c.Path(), "memory.swap.max"))
+	c.memsw = err == nil
+	return nil
+}
+
+// enableControllers writes "+ctrl ..." to dir's cgroup.subtree_control.
+func enableControllers(dir string, ctrls []string) error {
+	var b strings.Builder
+	for i, k := range ctrls {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("+" + k)
+	}
+	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(b.String()), 0)
+}
+
+func (c *Cgroups) openV1(name string) error {
+	for _, n := range v1Controllers {
+		if fi, err := os.Stat(filepath.Join(c.v1Mount, string(n))); err == nil && fi.IsDir() {
+			c.v1 = append(c.v1, n)
+			switch n {
+			case cgroup1.Memory, cgroup1.Pids:
+				c.ctrls[string(n)] = true
+			case cgroup1.Cpu:
+				c.ctrls["cpu"] = true
+			}
+		}
+	}
+	if len(c.v1) == 0 {
+		return fmt.Errorf("%w: no v1 hierarchy of %v under %s", ErrNoCgroups, v1Controllers, c.v1Mount)
+	}
+	_, err := os.Stat(filepath.Join(c.v1Mount, "memory", "memory.memsw.limit_in_bytes"))
+	c.memsw = err == nil
+	c.base = "/" + name
+	if _, err := c.v1Group(c.base, Limits{}); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+	}
+	return nil
+}
+
+func (c *Cgroups) hierarchy() ([]cgroup1.Subsystem, error) {
+	var out []cgroup1.Subsystem
+	for _, n := range c.v1 {
+		root := filepath.Join(c.v1Mount, string(n))
+		switch n {
+		case cgroup1.Freezer:
+			out = append(out, cgroup1.NewFreezer(c.v1Mount))
+		case cgroup1.Pids:
+			out = append(out, cgroup1.NewPids(c.v1Mount))
+		case cgroup1.Memory:
+			out = append(out, cgroup1.NewMemory(c.v1Mount))
+		case cgroup1.Cpu:
+			out = append(out, cgroup1.NewCpu(c.v1Mount))
+		default:
+			return nil, fmt.Errorf("killtree: unexpected v1 controller %s at %s", n, root)
+		}
+	}
+	return out, nil
+}
+
+func (c *Cgroups) v1Group(rel string, l Limits) (cgroup1.Cgroup, error) {
+	return cgroup1.New(cgroup1.StaticPath(rel), c.v1Resources(l), cgroup1.WithHierarchy(c.hierarchy))
+}
+
+func (c *Cgroups) v1Resources(l Limits) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if l.MemoryBytes > 0 {
+		m := l.MemoryBytes
+		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if c.memsw {
+			r.Memory.Swap = &m
+		}
+	}
+	if l.Pids > 0 {
+		p := l.Pids
+		r.Pids = &specs.LinuxPids{Limit: &p}
+	}
+	if l.CPU > 0 {
+		q, p := int64(l.CPU*cpuPeriod), uint64(cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &q, Period: &p}
+	}
+	return r
+}
+
+func (c *Cgroups) v2Resources(l Limits) *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if l.MemoryBytes > 0 {
+		m := l.MemoryBytes
+		r.Memory = &cgroup2.Memory{Max: &m}
+		if c.memsw {
+			// No swap: a hog is killed at the limit instead of
+			// thrashing the host's swap.
+			zero := int64(0)
+			r.Memory.Swap = &zero
+		}
+	}
+	if l.Pids > 0 {
+		r.Pids = &cgroup2.Pids{Max: l.Pids}
+	}
+	if l.CPU > 0 {
+		q, p := int64(l.CPU*cpuPeriod), uint64(cpuPeriod)
+		r.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&q, &p)}
+	}
+	return r
+}
+
+// Group is one cgroup under the base: a workspace's, or a command's inside
+// it.
+type Group struct {
+	c      *Cgroups
+	rel    string // path relative to the mount / each hierarchy
+	limits Limits
+}
+
+// Group creates (or opens, when it exists) the group name directly under
+// the base, with limits l.
+func (c *Cgroups) Group(name string, l Limits) (*Group, error) {
+	return c.newGroup(c.base, name, l)
+}
+
+// Children lists the names of the groups directly under the base.
+func (c *Cgroups) Children() ([]string, error) { return childNames(c.Path()) }
+
+// Remove deletes the base group when it holds nothing (no child group, no
+// process); otherwise it leaves it.
+func (c *Cgroups) Remove() error {
+	if names, _ := c.Children(); len(names) > 0 {
+		return nil
+	}
+	return (&Group{c: c, rel: c.base}).Delete()
+}
+
+func (c *Cgroups) newGroup(parent, name string, l Limits) (*Group, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return nil, fmt.Errorf("killtree: invalid group name %q", name)
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	rel := filepath.Join(parent, name)
+	switch c.mode {
+	case CgroupV2:
+		if parent == c.base && len(c.ctrls) > 0 {
+			// The base may have been removed with its last group and
+			// made anew by MkdirAll below: hand the controllers down
+			// again.
+			if err := os.MkdirAll(c.Path(), 0o755); err != nil {
+				return nil, fmt.Errorf("killtree: creating cgroup %s: %w", c.base, err)
+			}
+			if err := enableControllers(c.Path(), c.Controllers()); err != nil {
+				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", c.base, err)
+			}
+		}
+		res := c.v2Resources(c.available(l))
+		if _, err := cgroup2.NewManager(c.v2Mount, rel, res); err != nil {
+			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
+		}
+		// A workspace's group hands its controllers down, so its
+		// commands may get limits of their own; it never holds
+		// processes itself (v2 allows processes only in leaves of a
+		// controlled subtree). Command groups are those leaves: they
+		// must not enable controllers, or a clone into them fails.
+		if parent == c.base && len(c.ctrls) > 0 {
+			if err := enableControllers(filepath.Join(c.v2Mount, rel), c.Controllers()); err != nil {
+				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", rel, err)
+			}
+		}
+	case CgroupV1:
+		if _, err := c.v1Group(rel, c.available(l)); err != nil {
+			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
+		}
+	}
+	return &Group{c: c, rel: rel, limits: l}, nil
+}
+
+// available drops the limits whose controller is missing.
+func (c *Cgroups) available(l Limits) Limits {
+	if !c.ctrls["memory"] {
+		l.MemoryBytes = 0
+	}
+	if !c.ctrls["pids"] {
+		l.Pids = 0
+	}
+	if !c.ctrls["cpu"] {
+		l.CPU = 0
+	}
+	return l
+}
+
+// Missing lists the controllers l needs that this host does not offer.
+func (c *Cgroups) Missing(l Limits) []string {
+	var out []string
+	if l.MemoryBytes > 0 && !c.ctrls["memory"] {
+		out = append(out, "memory")
+	}
+	if l.Pids > 0 && !c.ctrls["pids"] {
+		out = append(out, "pids")
+	}
+	if l.CPU > 0 && !c.ctrls["cpu"] {
+		out = append(out, "cpu")
+	}
+	return out
+}
+
+// Child creates (or opens) a group inside g.
+func (g *Group) Child(name string, l Limits) (*Group, error) {
+	return g.c.newGroup(g.rel, name, l)
+}
+
+// Children lists the names of g's child groups.
+func (g *Group) Children() ([]string, error) { return childNames(g.Path()) }
+
+// ChildGroup opens g's existing child name without changing its limits.
+func (g *Group) ChildGroup(name string) *Group {
+	return &Group{c: g.c, rel: filepath.Join(g.rel, name)}
+}
+
+// Path is the group's directory (v2, or the first v1 hierarchy's).
+func (g *Group) Path() string { return g.c.dir(g.rel) }
+
+// Limits are the limits g was created with (those whose controller is
+// missing included).
+func (g *Group) Limits() Limits { return g.limits }
+
+// MemoryLimit is the effective memory limit of g: its own, or the
+// nearest ancestor's below the base; 0 when none.
+func (g *Group) MemoryLimit() int64 {
+	for rel := g.rel; strings.HasPrefix(rel, g.c.base) && rel != g.c.base; rel = filepath.Dir(rel) {
+		var file string
+		if g.c.mode == CgroupV2 {
+			file = filepath.Join(g.c.v2Mount, rel, "memory.max")
+		} else {
+			file = filepath.Join(g.c.v1Mount, "memory", rel, "memory.limit_in_bytes")
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n < 1<<62 {
+			return n
+		}
+	}
+	return 0
+}
+
+// Prepare arranges for cmd to start inside g before it can run anything,
+// so no descendant is ever outside. On v2 the child is cloned straight
+// into the group (CLONE_INTO_CGROUP, Linux 5.7+); on v1, which has no such
+// clone, cmd is rewritten to run through /bin/sh, which writes its own pid
+// into the group's cgroup.procs files with builtins (no fork) and then
+// execs the original program. The returned function releases what
+// Prepare opened; call it once cmd.Start has returned.
+func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	switch g.c.mode {
+	case CgroupV2:
+		fd, err := unix.Open(g.Path(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("killtree: opening cgroup %s: %w", g.rel, err)
+		}
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+		return func() { unix.Close(fd) }, nil
+	default:
+		path := cmd.Path
+		if path == "" {
+			return nil, errors.New("killtree: Prepare needs cmd.Path")
+		}
+		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
+		for _, n := range g.c.v1 {
+			args = append(args, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
+		}
+		args = append(args, "--", path)
+		if len(cmd.Args) > 1 {
+			args = append(args, cmd.Args[1:]...)
+		}
+		cmd.Path, cmd.Args = "/bin/sh", args
+		return func() {}, nil
+	}
+}
+
+// v1Enter is the shell program of the v1 entry: every argument up to "--"
+// is a cgroup.procs file that gets the shell's pid (echo and redirection
+// are builtins, so nothing forks before every write is done); what
+// follows "--" is exec'ed. A failed write exits 126 before the command
+// runs.
+const v1Enter = `for p; do shift; [ "$p" = -- ] && break; echo $$ >"$p" || exit 126; done; exec "$@"`
+
+// Procs lists the live processes in g and its descendants.
+func (g *Group) Procs() ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(g.Path(), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+				return nil
+			}
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				if st, ok := readStat(pid); ok && !st.zombie {
+					out = append(out, pid)
+				}
+			}
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return slices.Compact(out), err
+}
+
+// Empty reports whether g holds no live process.
+func (g *Group) Empty() bool {
+	ps, err := g.Procs()
+	return err == nil && len(ps) == 0
+}
+
+// Exists reports whether g's directory is there.
+func (g *Group) Exists() bool {
+	_, err := os.Stat(g.Path())
+	return err == nil
+}
+
+// OOMKills is how many processes in g the kernel's OOM killer has ended
+// (v2 memory.events oom_kill, hierarchical; v1 memory.oom_control
+// oom_kill, Linux 4.13+). It is 0 where there is no memory controller.
+func (g *Group) OOMKills() uint64 {
+	var file string
+	if g.c.mode == CgroupV2 {
+		file = filepath.Join(g.c.v2Mount, g.rel, "memory.events")
+	} else {
+		file = filepath.Join(g.c.v1Mount, "memory", g.rel, "memory.oom_control")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == "oom_kill" {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Signal sends sig to every process in g, with g frozen while the list is
+// read and signalled so that none forks or exits (and has its pid reused)
+// in between. It returns the pids signalled.
+func (g *Group) Signal(sig syscall.Signal) ([]int, error) {
+	thaw := g.freeze()
+	defer thaw()
+	pids, err := g.Procs()
+	for _, p := range pids {
+		_ = syscall.Kill(p, sig)
+	}
+	return pids, err
+}
+
+// Kill ends every process in g and its descendants with SIGKILL, repeating
+// until g is empty (cgroup.kill on v2; freeze, signal each, thaw on v1 or
+// old kernels). It returns the number of distinct processes killed.
+func (g *Group) Kill() (int, error) {
+	seen := map[int]bool{}
+	for range maxKillRounds {
+		pids, err := g.Procs()
+		if err != nil {
+			return len(seen), err
+		}
+		if len(pids) == 0 {
+			return len(seen), nil
+		}
+		for _, p := range pids {
+			seen[p] = true
+		}
+		if g.c.mode == CgroupV2 && g.c.hasKill {
+			if err := os.WriteFile(filepath.Join(g.Path(), "cgroup.kill"), []byte("1"), 0); err != nil {
+				return len(seen), fmt.Errorf("killtree: cgroup.kill %s: %w", g.rel, err)
+			}
+		} else {
+			killed, _ := g.Signal(syscall.SIGKILL)
+			for _, p := range killed {
+				seen[p] = true
+			}
+		}
+		for i := 0; i < 100 && !g.Empty(); i++ {
+			time.Sleep(pollInterval)
+		}
+	}
+	if pids, _ := g.Procs(); len(pids) > 0 {
+		return len(seen), fmt.Errorf("killtree: %d processes left in %s after %d kill rounds", len(pids), g.rel, maxKillRounds)
+	}
+	return len(seen), nil
+}
+
+// KillAll is the whole kill of a command: SIGTERM to process group pgid
+// (when > 0) and to every process in g, up to grace for g to empty, then
+// SIGKILL to the group and Kill of g. killed counts the distinct processes
+// found in g or the group.
+func (g *Group) KillAll(pgid int, grace time.Duration) (killed int, err error) {
+	seen := map[int]bool{}
+	if pgid > 0 {
+		for _, p := range groupPids(pgid) {
+			seen[p] = true
+		}
+		_ = signalGroup(pgid, syscall.SIGTERM)
+	}
+	termed, _ := g.Signal(syscall.SIGTERM)
+	for _, p := range termed {
+		seen[p] = true
+	}
+	for end := time.Now().Add(grace); time.Now().Before(end) && !(g.Empty() && (pgid <= 0 || groupEmpty(pgid))); {
+		time.Sleep(pollInterval)
+	}
+	if pgid > 0 {
+		_ = signalGroup(pgid, syscall.SIGKILL)
+	}
+	// The survivors are counted by pid, so one both signalled above and
+	// killed here counts once.
+	before, _ := g.Procs()
+	for _, p := range before {
+		seen[p] = true
+	}
+	_, err = g.Kill()
+	return len(seen), err
+}
+
+// freeze stops every task in g (v1 freezer.state or v2 cgroup.freeze) and
+// returns the function that thaws it. Without a freezer it does nothing.
+func (g *Group) freeze() (thaw func()) {
+	var file, frozen, thawed string
+	switch {
+	case g.c.mode == CgroupV2:
+		file, frozen, thawed = filepath.Join(g.c.v2Mount, g.rel, "cgroup.freeze"), "1", "0"
+	case slices.Contains(g.c.v1, cgroup1.Freezer):
+		file, frozen, thawed = filepath.Join(g.c.v1Mount, "freezer", g.rel, "freezer.state"), "FROZEN", "THAWED"
+	default:
+		return func() {}
+	}
+	if err := os.WriteFile(file, []byte(frozen), 0); err != nil {
+		return func() {}
+	}
+	thaw = func() { _ = os.WriteFile(file, []byte(thawed), 0) }
+	for end := time.Now().Add(freezeWait); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if g.isFrozen() {
+			break
+		}
+	}
+	return thaw
+}
+
+func (g *Group) isFrozen() bool {
+	if g.c.mode == CgroupV2 {
+		b, err := os.ReadFile(filepath.Join(g.c.v2Mount, g.rel, "cgroup.events"))
+		return err == nil && bytes.Contains(b, []byte("frozen 1"))
+	}
+	b, err := os.ReadFile(filepath.Join(g.c.v1Mount, "freezer", g.rel, "freezer.state"))
+	return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
+}
+
+// Delete kills everything in g, then removes g and its descendants,
+// deepest first, in every hierarchy. A group already gone is not an
+// error.
+func (g *Group) Delete() error {
+	if !g.Exists() {
+		return nil
+	}
+	_, kerr := g.Kill()
+	var dirs []string
+	roots := []string{filepath.Join(g.c.v2Mount, g.rel)}
+	if g.c.mode == CgroupV1 {
+		roots = roots[:0]
+		for _, n := range g.c.v1 {
+			roots = append(roots, filepath.Join(g.c.v1Mount, string(n), g.rel))
+		}
+	}
+	for _, r := range roots {
+		_ = filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+	}
+	// Deepest first: a parent can only go once its children have.
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	var errs []error
+	if kerr != nil {
+		errs = append(errs, kerr)
+	}
+	for _, d := range dirs {
+		var err error
+		// An rmdir right after the last task left can see EBUSY for a
+		// moment while the kernel finishes tearing it down.
+		for i := 0; i < 50; i++ {
+			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(pollInterval)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("killtree: removing cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func childNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,265 @@
+//go:build linux
+
+package killtree
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cgroups "github.com/containerd/cgroups/v3"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
+)
+
+// modes are the hierarchies this host can test: the one auto-detection
+// picks, and v2 also where a hybrid host mounts it beside v1 (without
+// controllers there, so only placement and the kill are tested on it).
+func modes(t *testing.T) []CgroupMode {
+	testutil.RequireRoot(t)
+	out := []CgroupMode{CgroupAuto}
+	if cgroups.Mode() == cgroups.Hybrid {
+		out = append(out, CgroupV2)
+	}
+	return out
+}
+
+func openCgroups(t *testing.T, mode CgroupMode) *Cgroups {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	c, err := OpenCgroups(CgroupConfig{Name: "killtree-test-" + hex.EncodeToString(b), Mode: mode})
+	if err != nil {
+		testutil.SkipOrFail(t, "cgroups unavailable: "+err.Error())
+	}
+	t.Cleanup(func() {
+		for _, n := range must(c.Children()) {
+			g := &Group{c: c, rel: filepath.Join(c.base, n)}
+			if err := g.Delete(); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+		if err := c.Remove(); err != nil {
+			t.Errorf("removing the base: %v", err)
+		}
+		if _, err := os.Stat(c.Path()); err == nil {
+			t.Errorf("base group %s left behind", c.Path())
+		}
+	})
+	return c
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// startIn runs script under bash inside g, in its own process group.
+func startIn(t *testing.T, g *Group, script string) *exec.Cmd {
+	t.Helper()
+	bash := testutil.RequireCommand(t, "bash")
+	cmd := exec.Command(bash, "-c", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	Prepare(cmd)
+	release, err := g.Prepare(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = g.Kill()
+		wait(t, cmd)
+	})
+	return cmd
+}
+
+func forEachMode(t *testing.T, f func(t *testing.T, c *Cgroups)) {
+	for _, m := range modes(t) {
+		t.Run(m.String(), func(t *testing.T) { f(t, openCgroups(t, m)) })
+	}
+}
+
+func TestCgroupEscapesDieWithTheGroup(t *testing.T) {
+	testutil.RequireCommand(t, "setsid")
+	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		ws := must(c.Group("ws", Limits{}))
+		cmdg := must(ws.Child("cmd", Limits{}))
+		// A setsid'ed sleep with a cleared environment leaves both the
+		// process group and any marker; a double fork reparents to init.
+		cmd := startIn(t, cmdg, `setsid env -i sleep 600 & (setsid sh -c 'sleep 600 & sleep 600 &' &); exec sleep 600`)
+		waitFor(t, "four processes in the group", func() bool { return len(must(cmdg.Procs())) == 4 })
+		procs := must(cmdg.Procs())
+		if !slices.Contains(procs, cmd.Process.Pid) {
+			t.Fatalf("the command %d is not in its group %v", cmd.Process.Pid, procs)
+		}
+		// The workspace group sees its commands' processes.
+		if n := len(must(ws.Procs())); n != 4 {
+			t.Errorf("workspace group lists %d processes, want 4", n)
+		}
+		killed, err := cmdg.KillAll(cmd.Process.Pid, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if killed != 4 {
+			t.Errorf("killed = %d, want 4", killed)
+		}
+		wait(t, cmd)
+		for _, p := range procs {
+			if alive(p) {
+				t.Errorf("process %d survived the kill", p)
+			}
+		}
+		if err := ws.Delete(); err != nil {
+			t.Fatal(err)
+		}
+		if ws.Exists() {
+			t.Error("the workspace group is still there after Delete")
+		}
+	})
+}
+
+func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		g := must(c.Group("ws", Limits{}))
+		// The first thing the command does is report its own cgroup:
+		// it must already be g.
+		bash := testutil.RequireCommand(t, "bash")
+		cmd := exec.Command(bash, "-c", "cat /proc/self/cgroup")
+		release, err := g.Prepare(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.Output()
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.TrimPrefix(g.rel, "")
+		if !strings.Contains(string(out), want+"\n") {
+			t.Fatalf("/proc/self/cgroup = %q, want a line ending in %s", out, want)
+		}
+	})
+}
+
+func TestCgroupSIGTERMIgnoredIsKilled(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		g := must(c.Group("ws", Limits{}))
+		cmd := startIn(t, g, `trap '' TERM; setsid sleep 600 & sleep 600`)
+		waitFor(t, "three processes", func() bool { return len(must(g.Procs())) == 3 })
+		begin := time.Now()
+		if _, err := g.KillAll(cmd.Process.Pid, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took < 300*time.Millisecond {
+			t.Errorf("returned after %v, before the grace", took)
+		}
+		wait(t, cmd)
+		if !g.Empty() {
+			t.Errorf("left: %v", must(g.Procs()))
+		}
+	})
+}
+
+func TestCgroupPidsLimit(t *testing.T) {
+	c := openCgroups(t, CgroupAuto)
+	if slices.Contains(c.Missing(Limits{Pids: 1}), "pids") {
+		testutil.SkipOrFail(t, "no pids controller")
+	}
+	g := must(c.Group("ws", Limits{Pids: 20}))
+	cmd := startIn(t, g, `n=0; for i in $(seq 100); do sleep 600 2>/dev/null & done; sleep 600`)
+	waitFor(t, "the group at its cap", func() bool { return len(must(g.Procs())) >= 15 })
+	time.Sleep(200 * time.Millisecond)
+	if n := len(must(g.Procs())); n > 20 {
+		t.Errorf("%d processes in a group capped at 20", n)
+	}
+	if _, err := g.KillAll(cmd.Process.Pid, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCgroupOOMKillIsCounted(t *testing.T) {
+	c := openCgroups(t, CgroupAuto)
+	if slices.Contains(c.Missing(Limits{MemoryBytes: 1 << 20}), "memory") {
+		testutil.SkipOrFail(t, "no memory controller")
+	}
+	ws := must(c.Group("ws", Limits{MemoryBytes: 64 << 20}))
+	g := must(ws.Child("cmd", Limits{}))
+	if got := g.MemoryLimit(); got != 64<<20 {
+		t.Errorf("MemoryLimit = %d, want the workspace's %d", got, 64<<20)
+	}
+	// A string that doubles until it is far past the limit.
+	cmd := startIn(t, g, `s=x; while :; do s="$s$s"; done`)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("the hog ended with %v, want killed", err)
+	}
+	if n := g.OOMKills(); n == 0 {
+		t.Errorf("OOMKills = 0 after the hog was killed (%v)", err)
+	}
+}
+
+func TestCgroupLimitsAreWritten(t *testing.T) {
+	c := openCgroups(t, CgroupAuto)
+	l := Limits{MemoryBytes: 128 << 20, Pids: 77, CPU: 0.5}
+	if m := c.Missing(l); len(m) > 0 {
+		testutil.SkipOrFail(t, "missing controllers "+strings.Join(m, ","))
+	}
+	g := must(c.Group("ws", l))
+	read := func(ctrl, file string) string {
+		p := filepath.Join(c.v2Mount, g.rel, file)
+		if c.mode == CgroupV1 {
+			p = filepath.Join(c.v1Mount, ctrl, g.rel, file)
+		}
+		return strings.TrimSpace(string(must(os.ReadFile(p))))
+	}
+	if c.mode == CgroupV1 {
+		if got := read("pids", "pids.max"); got != "77" {
+			t.Errorf("pids.max = %s", got)
+		}
+		if got := read("memory", "memory.limit_in_bytes"); got != strconv.Itoa(128<<20) {
+			t.Errorf("memory.limit_in_bytes = %s", got)
+		}
+		if got := read("cpu", "cpu.cfs_quota_us"); got != "50000" {
+			t.Errorf("cpu.cfs_quota_us = %s", got)
+		}
+		return
+	}
+	if got := read("", "pids.max"); got != "77" {
+		t.Errorf("pids.max = %s", got)
+	}
+	if got := read("", "memory.max"); got != strconv.Itoa(128<<20) {
+		t.Errorf("memory.max = %s", got)
+	}
+	if got := read("", "cpu.max"); got != "50000 100000" {
+		t.Errorf("cpu.max = %s", got)
+	}
+}
+
+func TestOpenCgroupsRejectsBadNames(t *testing.T) {
+	for _, n := range []string{"", ".", "..", "a/b"} {
+		if _, err := OpenCgroups(CgroupConfig{Name: n}); err == nil {
+			t.Errorf("name %q accepted", n)
+		}
+	}
+	if err := (Limits{MemoryBytes: -1}).Validate(); err == nil {
+		t.Error("negative memory accepted")
+	}
+	if got := (Limits{Pids: 5}).Merge(Limits{Pids: 9, CPU: 1}); got != (Limits{Pids: 5, CPU: 1}) {
+		t.Errorf("Merge = %+v", got)
+	}
+}
