@@ -30,7 +30,7 @@ type KillResult struct {
 // processManager is the workspace's ProcessManager, or answers 404.
 func (res workspacesResource) processManager(w http.ResponseWriter, r *http.Request) (opsapi.ProcessManager, *workspace, bool) {
 	wk := workspaceFrom(r.Context())
-	pm, ok := wk.ws.(opsapi.ProcessManager)
+	pm, ok := ability[opsapi.ProcessManager](wk)
 	if !ok {
 		writeProblem(w, r, res.s.logger, unsupported(wk, "processes"))
 	}

@@ -296,3 +296,23 @@ func (g *Guard) Destroy(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Processes passes through: listing what the workspace's own commands left
+// running reveals nothing the tenant could not see with bash.
+func (g *Guard) Processes(ctx context.Context) ([]opsapi.Process, error) {
+	pm, ok := g.inner.(opsapi.ProcessManager)
+	if !ok {
+		return nil, unavailable("processes", "")
+	}
+	return pm.Processes(ctx)
+}
+
+// KillProcesses passes through: ending the workspace's own processes only
+// ever takes power away from the tenant's commands.
+func (g *Guard) KillProcesses(ctx context.Context, pids []int) (int, error) {
+	pm, ok := g.inner.(opsapi.ProcessManager)
+	if !ok {
+		return 0, unavailable("processes", "")
+	}
+	return pm.KillProcesses(ctx, pids)
+}
