@@ -80,6 +80,10 @@ func native(p *Problem) error {
 			kind = opsapi.ErrPermission
 		case "bad_request", "method_not_allowed", "unsupported_media_type":
 			kind = opsapi.ErrInvalid
+		case "too_many_requests":
+			// A tenant's rate or concurrency limit: retryable, like any
+			// temporarily unavailable backend.
+			kind = opsapi.ErrUnavailable
 		case "internal":
 		default:
 			kind = kindForStatus(p.Status)
@@ -103,7 +107,7 @@ func kindForStatus(status int) error {
 		return opsapi.ErrTooLarge
 	case 499:
 		return opsapi.ErrCanceled
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
 		return opsapi.ErrUnavailable
 	case http.StatusGatewayTimeout:
 		return opsapi.ErrTimeout

@@ -53,6 +53,8 @@ func TestToNativeBrokerCodes(t *testing.T) {
 		{405, "application/problem+json", `{"status":405,"code":"method_not_allowed"}`, opsapi.ErrInvalid},
 		{415, "application/problem+json", `{"status":415,"code":"unsupported_media_type"}`, opsapi.ErrInvalid},
 		{500, "application/problem+json", `{"status":500,"code":"internal","detail":"oops"}`, nil},
+		{429, "application/problem+json", `{"status":429,"code":"too_many_requests"}`, opsapi.ErrUnavailable},
+		{429, "text/plain", `slow down`, opsapi.ErrUnavailable},
 		// Not a problem document (a proxy in the way): classified by status.
 		{502, "text/html", `<html>bad gateway</html>`, opsapi.ErrUnavailable},
 		{404, "", ``, opsapi.ErrNotExist},
