@@ -64,6 +64,10 @@ type FS struct {
 
 	mu      sync.Mutex
 	orphans map[string]struct{} // temporary files left by a lost channel
+	// createModes are the modes modeOf's server gives new files, by
+	// directory.
+	modeOf      *sftp.Client
+	createModes map[string]os.FileMode
 }
 
 // New returns the operations of a workspace whose root is the absolute
