@@ -1,20 +1,52 @@
 package remoteexec
 
 // wrapperScript runs one command: sh -c wrapperScript wsbroker CWD SHELL
-// COMMAND HOW ENV... (see the package documentation). A subshell takes the
-// environment (with `export`, or with env(1) when HOW is "env" because a
-// key is no shell name), moves to a new session with setsid (which does
-// not fork: a background job is no group leader) and execs the shell, so
-// its pid is the group id the wrapper reports. Control lines go to
-// stderr; the command's stdout and stderr both go to stdout.
-const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4
-shift 4
+// COMMAND HOW LEAD ENV... (see the package documentation). It enters CWD
+// (reporting a missing one), then:
+//
+// When LEAD is 1 (the transport reports the exit status as soon as the
+// command exits) and the shell running the script already leads its own
+// process group (sshd makes every session a new session), it reports that
+// group and becomes the command: with the environment taken (`export`,
+// or env(1) when HOW is "env" because a key is no shell name), stdin from
+// /dev/null and stderr into stdout, it evals COMMAND itself when it is
+// the bash SHELL names, else execs `SHELL -c COMMAND`. No program starts
+// beyond the transport's own shell, or one.
+//
+// Otherwise a subshell takes the environment, moves to a new session with
+// setsid (which does not fork: a background job is no group leader) and
+// execs the shell, so its pid is the group id the wrapper reports; the
+// wrapper waits and reports the exit status. Control lines go to stderr;
+// the command's stdout and stderr both go to stdout.
+const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4 lead=$5
+shift 5
 if ! cd -- "$cwd" 2>/dev/null; then
 	if [ -d "$cwd" ]; then echo '@wsbroker noperm' >&2
 	elif [ -e "$cwd" ]; then echo '@wsbroker notdir' >&2
 	else echo '@wsbroker nocwd' >&2
 	fi
 	exit 0
+fi
+if [ "$lead" = 1 ]; then
+	st= lead=
+	{ IFS= read -r st < /proc/$$/stat; } 2>/dev/null
+	wsb_pg() { lead=$3; }
+	wsb_pg ${st##*) }
+	unset -f wsb_pg
+	if [ "$lead" = "$$" ]; then
+		echo "@wsbroker leader $$" >&2
+		exec </dev/null 2>&1
+		if [ "$how" = env ]; then exec env -- "$@" "$shell" -c "$cmd"; fi
+		export "$@"
+		if [ -n "${BASH_VERSION-}" ] && [ "${shell##*/}" = bash ]; then
+			set -- "$cmd"
+			unset cwd shell cmd how lead st
+			eval "set --
+$1"
+			exit
+		fi
+		exec "$shell" -c "$cmd"
+	fi
 fi
 s= kind=pid
 if command -v setsid >/dev/null 2>&1; then s=setsid kind=pgid; fi
