@@ -55,7 +55,7 @@ func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspac
 		logger:  b.logger.With("workspace", id),
 		chanSem: make(chan struct{}, 1),
 	}
-	w.runner = remoteexec.New(w.start, w.runKill, b.remoteexecConfig(), w.logger)
+	w.runner = remoteexec.New(w.start, w.run, b.remoteexecConfig(), w.logger)
 	w.lastUsed.Store(time.Now().UnixNano())
 	return w
 }

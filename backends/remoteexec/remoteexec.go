@@ -568,7 +568,14 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 		mode = "pid"
 	}
 	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
-	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, strconv.Itoa(max(pgid, 0)), marker, graceMS})
+	pg := strconv.Itoa(max(pgid, 0))
+	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, pg, marker, graceMS})
+	if err != nil && ctx.Err() == nil {
+		// A fork bomb at a pids limit leaves the script unable to run
+		// grep; the builtin-only kill needs no fork.
+		r.log.Warn("the kill script failed (process limit reached?); killing with shell builtins only", "err", err)
+		out, err = r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("kill script: %w", err)
 	}

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -54,6 +55,7 @@ type conn struct {
 	home   string
 	id     sftpops.Identity
 	dead   atomic.Bool
+	killer *killHelper // nil when it could not start
 }
 
 func newHost(b *Backend, addr, user string) *host {
@@ -195,6 +197,7 @@ func (h *host) connect() (*conn, error) {
 		return fail(fmt.Errorf("learning the account's ids: %w", err))
 	}
 	c.id = id
+	c.killer = h.startKillHelper(client)
 	h.log.Info("connected", "home", home, "uid", id.UID, "took", time.Since(begin))
 	return c, nil
 }
@@ -379,8 +382,19 @@ func (h *host) start(ctx context.Context, argv []string) (remoteexec.Process, er
 }
 
 // run is remoteexec's RunFunc: a short command on its own session slot.
-// A non-zero exit is an error.
+// A non-zero exit is an error. The builtin-only kill, which remoteexec
+// runs when the kill script failed (a fork bomb at the account's process
+// limit lets no new session start), goes to the connection's kill helper.
 func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
+	if mode, pg, marker, ok := remoteexec.NoForkKillArgs(argv); ok {
+		if c, err := h.get(ctx); err == nil && c.killer != nil {
+			out, err := c.killer.kill(ctx, mode, pg, marker)
+			if err == nil {
+				return out, nil
+			}
+			h.log.Warn("the kill helper failed; trying a new session", "err", err)
+		}
+	}
 	ch, reqs, release, err := h.channel(ctx, h.ctlSlots)
 	if err != nil {
 		return nil, err
@@ -403,6 +417,95 @@ func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
 		return out, fmt.Errorf("%s exited with %d", argv[0], st.Code)
 	}
 	return out, nil
+}
+
+// killHelper is remoteexec's KillHelperScript running in a session of its
+// own for the life of a connection, holding one of the kill slots: a kill
+// that needs no new process on the host.
+type killHelper struct {
+	mu  sync.Mutex
+	ch  ssh.Channel
+	out *bufio.Reader
+}
+
+// killHelperStart bounds the helper's start.
+const killHelperStart = 10 * time.Second
+
+// startKillHelper starts the helper on client, or returns nil (logged)
+// when it cannot.
+func (h *host) startKillHelper(client *ssh.Client) *killHelper {
+	select {
+	case h.ctlSlots <- struct{}{}:
+	default:
+		h.log.Warn("no session slot for the kill helper; a fork bomb at the account's process limit may outlive its deadline")
+		return nil
+	}
+	ch, reqs, err := client.OpenChannel("session", nil)
+	if err != nil {
+		<-h.ctlSlots
+		h.log.Warn("kill helper: opening its session", "err", err)
+		return nil
+	}
+	go func() {
+		for r := range reqs {
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+		<-h.ctlSlots
+	}()
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
+	kh := &killHelper{ch: ch, out: bufio.NewReader(ch)}
+	ready := make(chan error, 1)
+	go func() {
+		ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{
+			commandLine([]string{"bash", "-c", remoteexec.KillHelperScript})}))
+		if err == nil && !ok {
+			err = errors.New("the server refused to run it")
+		}
+		if err == nil {
+			var line string
+			line, err = kh.out.ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "@wsbroker ready" {
+				err = fmt.Errorf("unexpected first line %q", line)
+			}
+		}
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(killHelperStart):
+		err = errors.New("timed out")
+	}
+	if err != nil {
+		ch.Close()
+		h.log.Warn("kill helper did not start", "err", err)
+		return nil
+	}
+	return kh
+}
+
+// kill asks the helper for one kill and returns its answer line.
+func (k *killHelper) kill(ctx context.Context, mode, pgid, marker string) ([]byte, error) {
+	if strings.ContainsAny(mode+pgid+marker, " \t\n") {
+		return nil, errors.New("kill arguments with blanks")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { k.ch.Close() })
+	defer stop()
+	if _, err := fmt.Fprintf(k.ch, "%s %s %s\n", mode, pgid, marker); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := k.out.ReadString('\n')
+		if strings.HasPrefix(line, "@wsbroker killed ") {
+			return []byte(line), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // chanProc is a command running in an SSH session channel. Its session
