@@ -126,7 +126,8 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 		return nil, err
 	}
 	id := c.id
-	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker"})
+	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker",
+		NoSync: !w.b.cfg.SyncWrites})
 	w.fs.CompareAndSwap(nil, fs)
 	return w.fs.Load(), nil
 }

@@ -296,7 +296,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 				_ = file.Chown(int(st.UID), int(st.GID))
 			}
 		}
-		if v, ok := c.HasExtension(extFsync); ok && v == "1" {
+		if v, ok := c.HasExtension(extFsync); ok && v == "1" && !f.opt.NoSync {
 			if err := file.Sync(); err != nil {
 				return err
 			}
