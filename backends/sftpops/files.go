@@ -59,6 +59,11 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 			return nil, opsapi.E(op, p, opsapi.ErrInvalid, errors.New("not a regular file"))
 		}
 		size = fi.Size()
+		if size == 0 {
+			// Empty, or a pseudo-file (/proc, cgroupfs) whose size says
+			// nothing: read until EOF.
+			size = -1
+		}
 		return c.Open(abs)
 	}, closeFile)
 	if err != nil {
@@ -73,7 +78,7 @@ type reader struct {
 	ctx  context.Context
 	f    *sftp.File
 	off  int64
-	left int64 // bytes up to the size the stat gave
+	left int64 // bytes up to the size the stat gave; -1 unknown
 	op   string
 	path string
 }
@@ -82,10 +87,10 @@ func (r *reader) Read(b []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, opsapi.E(r.op, r.path, nil, err)
 	}
-	if r.left <= 0 {
+	if r.left == 0 {
 		return 0, io.EOF
 	}
-	if int64(len(b)) > r.left {
+	if r.left > 0 && int64(len(b)) > r.left {
 		b = b[:r.left]
 	}
 	if len(b) > bigRead {
@@ -95,10 +100,12 @@ func (r *reader) Read(b []byte) (int, error) {
 	// short one followed by EOF.
 	n, err := r.f.ReadAt(b, r.off)
 	r.off += int64(n)
-	r.left -= int64(n)
+	if r.left > 0 {
+		r.left -= int64(n)
+	}
 	switch {
 	case err == io.EOF:
-		r.left = 0 // shrank since the stat
+		r.left = 0 // the end (a file may have shrunk since the stat)
 		if n > 0 {
 			err = nil
 		}
@@ -113,10 +120,14 @@ func (r *reader) Read(b []byte) (int, error) {
 // WriteTo copies the rest of the file to w with concurrent requests
 // (io.Copy uses it), a buffer of bigRead at a time.
 func (r *reader) WriteTo(w io.Writer) (int64, error) {
-	if r.left <= 0 {
+	if r.left == 0 {
 		return 0, r.ctx.Err()
 	}
-	buf := make([]byte, min(r.left, bigRead))
+	size := int64(bigRead)
+	if r.left > 0 {
+		size = min(r.left, bigRead)
+	}
+	buf := make([]byte, size)
 	var total int64
 	for {
 		n, err := r.Read(buf)

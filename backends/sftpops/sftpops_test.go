@@ -491,3 +491,18 @@ func TestWriteKeepsModeInEachDirectory(t *testing.T) {
 		waitNoTemp(t, filepath.Join(root, "d1"))
 	})
 }
+
+// TestReadsPseudoFiles: a file whose stat says size 0 but that has content
+// (procfs, cgroupfs) is read to its end.
+func TestReadsPseudoFiles(t *testing.T) {
+	each(t, func(t *testing.T, fsys *sftpops.FS, root string) {
+		got := read(t, fsys, "/proc/self/status")
+		if !strings.Contains(got, "Pid:") {
+			t.Fatalf("/proc/self/status read as %q", got)
+		}
+		must(t, os.WriteFile(filepath.Join(root, "empty"), nil, 0o644))
+		if got := read(t, fsys, "empty"); got != "" {
+			t.Fatalf("empty file read as %q", got)
+		}
+	})
+}
