@@ -570,14 +570,53 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
 	pg := strconv.Itoa(max(pgid, 0))
 	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, pg, marker, graceMS})
+	n, err := killedCount(out, err)
 	if err != nil && ctx.Err() == nil {
-		// A fork bomb at a pids limit leaves the script unable to run
-		// grep; the builtin-only kill needs no fork.
 		r.log.Warn("the kill script failed (process limit reached?); killing with shell builtins only", "err", err)
-		out, err = r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker})
 	}
+	if ctx.Err() != nil {
+		return n, err
+	}
+	// Then a sweep that needs no fork: near a process limit the script's
+	// own forks fail (and a scan that failed looks like one that found
+	// nothing), while a fork bomb refills whatever it kills. The sweep
+	// stops what is left round by round, so nothing can fork, and kills
+	// it all; after a clean kill it finds nothing.
+	more, serr := r.sweep(ctx, mode, pg, marker)
+	switch {
+	case serr == nil:
+		return n + more, nil
+	case err == nil:
+		r.log.Warn("the kill sweep failed", "err", serr)
+		return n, nil
+	}
+	return 0, fmt.Errorf("kill script: %w; sweep: %w", err, serr)
+}
+
+// sweepAttempts bounds the sweep's retries: at a full process limit even
+// starting it can fail (a docker exec's runc forks inside the container),
+// until the bomb's churn frees a slot for a moment.
+const sweepAttempts = 20
+
+// sweep runs noForkKillScript, again while it cannot start.
+func (r *Runner) sweep(ctx context.Context, mode, pg, marker string) (int, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := killedCount(r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker}))
+		if err == nil || attempt == sweepAttempts || ctx.Err() != nil ||
+			errors.Is(err, opsapi.ErrUnavailable) || errors.Is(err, opsapi.ErrNotExist) {
+			return n, err // done, or the transport (not the limit) failed
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// killedCount reads a kill script's "@wsbroker killed N".
+func killedCount(out []byte, err error) (int, error) {
 	if err != nil {
-		return 0, fmt.Errorf("kill script: %w", err)
+		return 0, err
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if n, ok := strings.CutPrefix(line, "@wsbroker killed "); ok {

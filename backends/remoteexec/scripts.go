@@ -102,10 +102,10 @@ done
 echo "@wsbroker killed $n"
 `
 
-// noForkKillScript is the kill of a call when killScript cannot run
-// because no process may fork: a fork bomb has filled a pids limit (a
-// container's pids cgroup, an account's RLIMIT_NPROC, the system's
-// pid_max). It uses bash builtins only: it stops the call's process
+// noForkKillScript sweeps after killScript, and kills when killScript
+// cannot run because no process may fork: a fork bomb has filled a pids
+// limit (a container's pids cgroup, an account's RLIMIT_NPROC, the
+// system's pid_max). It uses bash builtins only: it stops the call's process
 // group and every process carrying the call's marker, round after round
 // until no new one appears (a stopped process cannot fork), then kills
 // them all. The command that runs it must itself get to start (a docker
@@ -162,7 +162,7 @@ while IFS=' ' read -r mode pg m; do wsb_kill "$mode" "$pg" "$m"; done
 `
 
 // NoForkKillArgs recognises the builtin-only kill a Runner gives its
-// RunFunc when the kill script failed, and returns its MODE, PGID and
+// RunFunc after the kill script, and returns its MODE, PGID and
 // MARKER, so a transport can hand them to a KillHelperScript instead.
 func NoForkKillArgs(argv []string) (mode, pgid, marker string, ok bool) {
 	if len(argv) != 7 || argv[0] != "bash" || argv[1] != "-c" || argv[2] != noForkKillScript || argv[3] != "wsbroker" {

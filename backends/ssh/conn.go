@@ -383,8 +383,8 @@ func (h *host) start(ctx context.Context, argv []string) (remoteexec.Process, er
 
 // run is remoteexec's RunFunc: a short command on its own session slot.
 // A non-zero exit is an error. The builtin-only kill, which remoteexec
-// runs when the kill script failed (a fork bomb at the account's process
-// limit lets no new session start), goes to the connection's kill helper.
+// runs after the kill script (a fork bomb at the account's process limit
+// lets no new session start), goes to the connection's kill helper.
 func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
 	if mode, pg, marker, ok := remoteexec.NoForkKillArgs(argv); ok {
 		if c, err := h.get(ctx); err == nil && c.killer != nil {
