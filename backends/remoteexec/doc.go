@@ -42,7 +42,11 @@
 // process whose /proc/PID/environ holds the call's marker (which catches
 // children that called setsid themselves), a grace period, then SIGKILL
 // until none is left. The wrapper, outside the group, then reports 143 or
-// 137.
+// 137 (or the transport does, when the wrapper was the command). A sweep
+// made of bash builtins alone follows every kill: near a process limit
+// the kill script's forks fail while a fork bomb refills what it kills;
+// the sweep stops what is left round by round, so nothing can fork, and
+// kills it.
 //
 // # Exit status
 //
