@@ -1,6 +1,7 @@
 package sftpops
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,10 +23,8 @@ const (
 	extFsync       = "fsync@openssh.com"
 )
 
-// bigRead is the most one Read asks of the server at once; pkg/sftp
-// splits a larger buffer into concurrent requests of its packet size, so
-// a big read costs about one round trip rather than one per 32 KiB.
-const bigRead = 1 << 20
+// readBufSize is one SFTP read request: pkg/sftp's default packet size.
+const readBufSize = 32 << 10
 
 // maxLinks bounds the symbolic links WriteFile follows, as the kernel's
 // ELOOP does.
@@ -36,10 +35,12 @@ const maxLinks = 40
 // opening a fifo would block the SFTP server, and with it every operation
 // of the channel. The reader stops with ctx's error once ctx ends.
 //
-// A small read costs three round trips: stat, open and one read. The size
-// the stat gave bounds the reads, so no request is spent learning about
-// EOF (a file that grows meanwhile is read up to that size, a snapshot;
-// one that shrinks ends early), and Close does not wait for the server.
+// A small file (one request's worth, as the stat says) costs three round
+// trips: stat, open and one read of its size, with no request spent
+// learning about EOF; Close does not wait for the server. A larger file
+// is read one request after another through a buffer: pkg/sftp's
+// concurrent reads were measured slower over a docker exec's stream
+// (8 MiB in 450 ms against 170 ms), whatever the chunk size.
 func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	op := f.op("Open")
 	abs, err := f.Abs("Open", p)
@@ -59,26 +60,27 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 			return nil, opsapi.E(op, p, opsapi.ErrInvalid, errors.New("not a regular file"))
 		}
 		size = fi.Size()
-		if size == 0 {
-			// Empty, or a pseudo-file (/proc, cgroupfs) whose size says
-			// nothing: read until EOF.
-			size = -1
-		}
 		return c.Open(abs)
 	}, closeFile)
 	if err != nil {
 		return nil, MapErr(op, p, err)
 	}
-	return &reader{ctx: ctx, f: file, left: size, op: f.op("Read"), path: p}, nil
+	r := &reader{ctx: ctx, f: file, left: size, op: f.op("Read"), path: p}
+	if size == 0 || size > readBufSize {
+		// Large, or a pseudo-file (/proc, cgroupfs) whose size of 0
+		// says nothing: read to EOF.
+		r.br = bufio.NewReaderSize(file, readBufSize)
+	}
+	return r, nil
 }
 
-// reader is an open remote file of known size whose reads fail once ctx
-// ends.
+// reader is an open remote file whose reads fail once ctx ends.
 type reader struct {
 	ctx  context.Context
 	f    *sftp.File
+	br   *bufio.Reader // nil for a small file, read by size
 	off  int64
-	left int64 // bytes up to the size the stat gave; -1 unknown
+	left int64 // of a small file, bytes up to the size the stat gave
 	op   string
 	path string
 }
@@ -87,25 +89,27 @@ func (r *reader) Read(b []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, opsapi.E(r.op, r.path, nil, err)
 	}
-	if r.left == 0 {
+	if r.br != nil {
+		n, err := r.br.Read(b)
+		if err != nil && err != io.EOF {
+			err = MapErr(r.op, r.path, err)
+		}
+		return n, err
+	}
+	if r.left <= 0 {
 		return 0, io.EOF
 	}
-	if r.left > 0 && int64(len(b)) > r.left {
+	if int64(len(b)) > r.left {
 		b = b[:r.left]
-	}
-	if len(b) > bigRead {
-		b = b[:bigRead]
 	}
 	// ReadAt fills b or fails: a regular file gives a whole read or a
 	// short one followed by EOF.
 	n, err := r.f.ReadAt(b, r.off)
 	r.off += int64(n)
-	if r.left > 0 {
-		r.left -= int64(n)
-	}
+	r.left -= int64(n)
 	switch {
 	case err == io.EOF:
-		r.left = 0 // the end (a file may have shrunk since the stat)
+		r.left = 0 // shrank since the stat
 		if n > 0 {
 			err = nil
 		}
@@ -115,36 +119,6 @@ func (r *reader) Read(b []byte) (int, error) {
 		err = io.EOF
 	}
 	return n, err
-}
-
-// WriteTo copies the rest of the file to w with concurrent requests
-// (io.Copy uses it), a buffer of bigRead at a time.
-func (r *reader) WriteTo(w io.Writer) (int64, error) {
-	if r.left == 0 {
-		return 0, r.ctx.Err()
-	}
-	size := int64(bigRead)
-	if r.left > 0 {
-		size = min(r.left, bigRead)
-	}
-	buf := make([]byte, size)
-	var total int64
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
 }
 
 // Close releases the handle without waiting for the server's answer: the
