@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pkg/sftp"
 
@@ -187,6 +188,9 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return MapErr(op, p, err)
+	}
 	c, err := f.client(ctx, nil)
 	if err != nil {
 		return MapErr(op, p, err)
@@ -255,7 +259,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	}
 	file, tmp := got.cr.file, got.cr.tmp
 	fail := func(err error) error {
-		go f.discard(c, file, tmp)
+		f.discardWait(c, file, tmp)
 		return MapErr(op, p, err)
 	}
 	if old != nil && old.IsDir() {
@@ -301,7 +305,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	go func() { closed <- file.Close() }()
 	if err := f.rename(c, tmp, target); err != nil {
 		<-closed
-		go f.discard(c, nil, tmp)
+		f.discardWait(c, nil, tmp)
 		return MapErr(op, p, err)
 	}
 	if err := <-closed; err != nil {
@@ -402,6 +406,26 @@ func (f *FS) rename(c *sftp.Client, tmp, target string) error {
 	}
 	return c.Rename(tmp, target)
 }
+
+// discardWait is discard, waited for up to discardTimeout: a failed write
+// returns with its temporary file gone while the channel lives, and
+// without hanging on a channel that does not answer.
+func (f *FS) discardWait(c *sftp.Client, file *sftp.File, tmp string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.discard(c, file, tmp)
+	}()
+	t := time.NewTimer(discardTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// discardTimeout bounds discardWait.
+const discardTimeout = 5 * time.Second
 
 // discard closes file (if any) and removes tmp; when the channel is gone
 // tmp is remembered and removed by a later write.
