@@ -27,12 +27,18 @@
 //   - docker/raw: one Docker API exec (create, attach, inspect) per op,
 //     `true` or `cat` of the 4 KiB file, in a workspace's container;
 //     docker/in-process: the docker backend, plus op.create-first-command
-//     (a new workspace until its first command has completed).
+//     (a new workspace until its first command has completed);
+//     docker/http: a `broker serve` with the docker backend, the target
+//     issue 4's goals are checked on (create-first-command through the
+//     API too).
 //
 // Raw baselines offer only the operations they can time. The issues'
 // targets relative to a raw baseline (bash `true` within 1.3x of a raw
 // exec; a read 25x faster than a docker exec of cat) compare rows of the
 // same run.
+//
+// op.read-8m reads an 8 MiB file of random bytes; its MB/s is the size
+// over its p50.
 //
 // The scenarios, each run once per target:
 //

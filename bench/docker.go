@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	wsclient "github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -118,6 +119,59 @@ func withCreate(newClient func(int) (Client, error), env *Env) func(int) (Client
 		}
 		return cl, nil
 	}
+}
+
+// dockerHTTP drives a `broker serve` with the docker backend (the
+// workspace image, the SFTP server built for the run) through the Go
+// client: issue 4's targets are through the broker.
+func dockerHTTP() Target {
+	return Target{Name: "docker/http", Backend: "docker", Via: ViaHTTP,
+		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+			bin, err := env.sftpServer(ctx)
+			if err != nil {
+				return nil, err
+			}
+			conf := filepath.Join(env.TempDir, "docker-broker.yaml")
+			yaml := fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n", dockerImage, bin)
+			if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+				return nil, err
+			}
+			proc, err := startBroker(ctx, env, "--config", conf)
+			if err != nil {
+				return nil, err
+			}
+			c := wsclient.New(proc.URL, proc.Token)
+			info, err := c.CreateWorkspace(ctx, "docker", nil)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
+			}
+			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
+				return nil, errors.Join(err, c.DeleteWorkspace(ctx, info.ID), proc.Stop())
+			}
+			return &Session{
+				PID: proc.PID,
+				NewClient: func(i int) (Client, error) {
+					cl := wsclient.New(proc.URL, proc.Token)
+					ws := cl.WorkspaceFor(info)
+					out := workspaceClient(ws, ws.CallTool, env.Config, i)
+					out[opCreate] = func(ctx context.Context) error {
+						info, err := cl.CreateWorkspace(ctx, "docker", nil)
+						if err != nil {
+							return err
+						}
+						res, err := cl.WorkspaceFor(info).Exec(ctx, opsapi.ExecRequest{Command: "true"})
+						if err == nil && res.ExitCode != 0 {
+							err = fmt.Errorf("true exited %d", res.ExitCode)
+						}
+						return errors.Join(err, cl.DeleteWorkspace(context.WithoutCancel(ctx), info.ID))
+					}
+					return out, nil
+				},
+				Close: func(ctx context.Context) error {
+					return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
+				},
+			}, nil
+		}}
 }
 
 // dockerRaw is the floor beneath the docker backend: one plain Docker

@@ -19,6 +19,7 @@ import (
 const (
 	opRead4K     = "op.read-4k"
 	opWrite4K    = "op.write-4k"
+	opRead8M     = "op.read-8m"
 	opStat       = "op.stat"
 	opReadDir    = "op.readdir"
 	opMkdir      = "op.mkdir"
@@ -38,7 +39,7 @@ const (
 
 // latencyOps are the rows of the per-call latency scenario, in order.
 var latencyOps = []string{
-	opRead4K, opWrite4K, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opExecTrue,
+	opRead4K, opWrite4K, opRead8M, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opExecTrue,
 	toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, toolFind, toolLs,
 	opCreate, // docker only
 }
@@ -53,7 +54,13 @@ const (
 	treeFiles   = 10 // per directory
 	searchRegex = `func [A-Z]\w*\(`
 	size4K      = 4096
+	file8M      = "fixture/8m.bin"
+	size8M      = 8 << 20
 )
+
+// rowBytes are the bytes one call of a row moves; such a row also
+// reports MB/s, as size over its p50.
+var rowBytes = map[string]int64{opRead8M: size8M}
 
 // content4K is 64 lines of 64 bytes.
 var content4K = func() []byte {
@@ -64,12 +71,26 @@ var content4K = func() []byte {
 	return b.Bytes()[:size4K]
 }()
 
+// content8M is size8M bytes that do not compress to nothing.
+func content8M() []byte {
+	b := make([]byte, size8M)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
 // seed writes the fixture through the workspace's own operations, so an
 // HTTP target is seeded over the wire like any client would.
 func seed(ctx context.Context, ws opsapi.WriteOperations) error {
 	files := map[string][]byte{
 		file4K:   content4K,
 		fileEdit: []byte("first line\nstate: alpha\nlast line\n"),
+		file8M:   content8M(),
 	}
 	for d := range treeDirs {
 		for f := range treeFiles {
@@ -128,6 +149,18 @@ func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Cli
 			n, err := io.Copy(io.Discard, rc)
 			if err == nil && n != size4K {
 				err = fmt.Errorf("read %d bytes of %s, want %d", n, file4K, size4K)
+			}
+			return err
+		},
+		opRead8M: func(ctx context.Context) error {
+			rc, err := ws.Open(ctx, file8M)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			n, err := io.Copy(io.Discard, rc)
+			if err == nil && n != size8M {
+				err = fmt.Errorf("read %d bytes of %s, want %d", n, file8M, size8M)
 			}
 			return err
 		},

@@ -93,7 +93,11 @@ func latencyRow(ctx context.Context, env *Env, s *Session, name string, op Op) (
 		rec.Record(time.Since(t0), err)
 	}
 	rec.Stop(time.Now())
-	return Result{Name: name, Stats: rec.Stats(), Usage: proc.Stop()}, nil
+	res := Result{Name: name, Stats: rec.Stats(), Usage: proc.Stop()}
+	if b := rowBytes[name]; b > 0 && res.P50 > 0 {
+		res.MBps = float64(b) / 1e6 / res.P50.Seconds()
+	}
+	return res, nil
 }
 
 // loadMixed is the mixed workload of many concurrent clients: read,

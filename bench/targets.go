@@ -61,7 +61,7 @@ type Client map[string]Op
 var backendTargets = map[string]func() []Target{
 	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP()} },
 	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess(), sshHTTP()} },
-	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess()} },
+	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess(), dockerHTTP()} },
 }
 
 // targets lists the targets of the named backends, in table order.

@@ -86,13 +86,13 @@ func freePort(t *testing.T) int {
 }
 
 // startBroker runs `broker serve` with HOME and a state directory inside
-// it, and waits until /healthz answers.
-func startBroker(t *testing.T, home string) *broker {
+// it, and waits until /healthz answers. extra are more serve flags.
+func startBroker(t *testing.T, home string, extra ...string) *broker {
 	t.Helper()
 	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	port := freePort(t)
 	b.url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	b.cmd = exec.Command(binary, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--shutdown-grace", "3s")
+	b.cmd = exec.Command(binary, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--shutdown-grace", "3s"}, extra...)...)
 	b.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "BROKER_STATE_DIR=" + b.state}
 	b.cmd.Stdout = b.stderr
 	b.cmd.Stderr = b.stderr

@@ -96,6 +96,13 @@ type Config struct {
 	// ImageSFTPServers are where an image's own server is looked for, in
 	// order. Default: the Debian, Red Hat and Alpine paths of OpenSSH's.
 	ImageSFTPServers []string `json:"imageSFTPServers" yaml:"imageSFTPServers"`
+	// SyncWrites fsyncs each written file before it replaces the old one.
+	// Off by default: the workspace volume is scratch space that lives and
+	// dies with its container, a replace is atomic for every reader
+	// either way, and the fsync (a journal commit on the engine's disk,
+	// milliseconds when the disk is busy) would be most of a write's
+	// cost. Turn it on when a host crash must never leave an empty file.
+	SyncWrites bool `json:"syncWrites" yaml:"syncWrites"`
 	// KillGrace, DrainIdle and MaxDrain are as in package remoteexec:
 	// defaults 2s, 100ms, 5s.
 	KillGrace time.Duration `json:"killGrace" yaml:"killGrace"`

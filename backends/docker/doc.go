@@ -30,8 +30,8 @@
 // #9098), so a deadline or cancel kills the whole tree through a second
 // exec running the kill script. When the container's pids limit is full
 // (a fork bomb) that script cannot fork; the exec still starts (joining a
-// cgroup is not limited by pids.max), and a killer made of bash builtins
-// alone stops the call's processes round by round and kills them. The
+// cgroup is not limited by pids.max), and remoteexec's killer made of bash
+// builtins alone stops the call's processes round by round and kills them. The
 // container's OOM kill counter, read over SFTP around each command, sets
 // ExecResult.OOMKilled. grep runs ripgrep in the container (package
 // rgjson); find walks the tree over SFTP (package globwalk).

@@ -55,7 +55,7 @@ func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspac
 		logger:  b.logger.With("workspace", id),
 		chanSem: make(chan struct{}, 1),
 	}
-	w.runner = remoteexec.New(w.start, w.runKill, b.remoteexecConfig(), w.logger)
+	w.runner = remoteexec.New(w.start, w.run, b.remoteexecConfig(), w.logger)
 	w.lastUsed.Store(time.Now().UnixNano())
 	return w
 }
@@ -126,7 +126,8 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 		return nil, err
 	}
 	id := c.id
-	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker"})
+	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker",
+		NoSync: !w.b.cfg.SyncWrites})
 	w.fs.CompareAndSwap(nil, fs)
 	return w.fs.Load(), nil
 }

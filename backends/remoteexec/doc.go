@@ -10,18 +10,31 @@
 // own process, while closing a session kills nothing. So every command runs
 // under a small POSIX sh wrapper:
 //
-//	sh -c WRAPPER wsbroker CWD SHELL COMMAND HOW ENV...
+//	sh -c WRAPPER wsbroker CWD SHELL COMMAND HOW LEAD ENV...
 //
-// The wrapper changes into CWD (reporting a missing one), then starts a
+// The wrapper changes into CWD (reporting a missing one). When the
+// transport reports a command's exit as it happens (Config.TransportExit,
+// the process an Exiter: an SSH session's exit-status request) and the
+// shell running the wrapper already leads a process group of its own
+// (sshd starts every session in a new session), the wrapper prints that
+// group on a control line and becomes the command: it takes the
+// environment, sends stderr into stdout, and evals COMMAND itself when it
+// is the bash SHELL names (else it execs SHELL -c COMMAND). Over SSH a
+// command then costs what a bare session running it costs: no program
+// starts beyond the login shell. The command sees the same environment,
+// positional parameters (none) and $$ (its group) as under SHELL -c; only
+// the line numbers in bash's error messages differ.
+//
+// Otherwise (docker: an exec's exit is known only once its output ends,
+// and the engine starts it in the container's group) the wrapper starts a
 // background subshell with its stderr sent into stdout (so the two keep
 // their order), which exports ENV and execs `setsid SHELL -c COMMAND`:
 // the command's pid is the id of its new process group and session. The
 // wrapper prints that id on a control line on stderr, waits for the
 // command and prints its exit status on a second control line. Stdout
 // carries the command's output only; stderr only control lines, each
-// starting with "@wsbroker ". Four programs start per command (the login
-// shell, sh, setsid, the shell), which keeps its cost near a bare
-// session's.
+// starting with "@wsbroker ". Three programs start per command (sh,
+// setsid, the shell), which is little beside an exec's own cost.
 //
 // Every command's environment holds a marker, WSBROKER_CALL=<random>, and
 // the workspace's own marker. On a deadline or cancel, a second command
@@ -29,7 +42,11 @@
 // process whose /proc/PID/environ holds the call's marker (which catches
 // children that called setsid themselves), a grace period, then SIGKILL
 // until none is left. The wrapper, outside the group, then reports 143 or
-// 137.
+// 137 (or the transport does, when the wrapper was the command). A sweep
+// made of bash builtins alone follows every kill: near a process limit
+// the kill script's forks fail while a fork bomb refills what it kills;
+// the sweep stops what is left round by round, so nothing can fork, and
+// kills it.
 //
 // # Exit status
 //

@@ -34,6 +34,18 @@ type Process interface {
 	Close() error
 }
 
+// Exiter is a Process whose transport reports the exit status as soon as
+// the command exits, even while a background child still holds its
+// output (an SSH session's exit-status request). A Runner with
+// Config.TransportExit lets the wrapper become the command on such a
+// transport, one program less per command.
+type Exiter interface {
+	Process
+	// Exited yields the status once the command has exited; it is closed
+	// without one when the transport ends first.
+	Exited() <-chan Status
+}
+
 // Status is how a remote command ended as the transport reports it.
 type Status struct {
 	Code   int    // exit status; 128+N when killed by signal N
@@ -66,6 +78,12 @@ type Config struct {
 	// Op names the operation in errors, e.g. "ssh.Exec". Default
 	// "remoteexec.Exec".
 	Op string
+	// TransportExit says the StartFunc's processes are Exiters. The
+	// wrapper then runs the command in its own place when the transport
+	// already made it a process group leader (sshd starts every session
+	// in a new session), instead of starting it under setsid and waiting
+	// for it.
+	TransportExit bool
 }
 
 // Defaults.
@@ -177,7 +195,11 @@ func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, m
 			how = "env"
 		}
 	}
-	argv := append([]string{"sh", "-c", wrapperScript, "wsbroker", cwd, r.cfg.Shell, req.Command, how}, env...)
+	lead := "0"
+	if r.cfg.TransportExit {
+		lead = "1"
+	}
+	argv := append([]string{"sh", "-c", wrapperScript, "wsbroker", cwd, r.cfg.Shell, req.Command, how, lead}, env...)
 
 	begin := time.Now()
 	p, err := r.start(ctx, argv)
@@ -215,7 +237,7 @@ func randomID() string {
 
 // control events from the wrapper's stderr.
 type control struct {
-	kind string // "pgid", "pid", "exit", "nocwd", "notdir", "eof"
+	kind string // "pgid", "pid", "leader", "exit", "nocwd", "notdir", "noperm", "eof"
 	n    int
 }
 
@@ -329,6 +351,11 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 	defer idle.Stop()
 	var idleC, capC, giveUpC <-chan time.Time
 	done := ctx.Done()
+	// exitC is the transport's report of the exit, once the wrapper has
+	// become the command (a "leader" line); until then the wrapper's exit
+	// line says it.
+	var exitC <-chan Status
+	leader := false
 
 	pgid, pidOnly := 0, false
 	pgidKnown := make(chan struct{})
@@ -378,10 +405,18 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 			eof, readDone = true, nil
 		case ev := <-ctl:
 			switch ev.kind {
-			case "pgid", "pid":
+			case "pgid", "pid", "leader":
 				if pgid == 0 {
 					pgid, pidOnly = ev.n, ev.kind == "pid"
 					close(pgidKnown)
+				}
+				if ev.kind == "leader" && !leader {
+					ex, ok := c.p.(Exiter)
+					if !ok {
+						c.r.remember(c.marker)
+						return opsapi.ExecResult{}, fmt.Errorf("%w: the transport cannot report the exit of a command that leads its group", opsapi.ErrUnavailable)
+					}
+					leader, exitC = true, ex.Exited()
 				}
 			case "nocwd", "notdir", "noperm":
 				if killDone == nil {
@@ -396,12 +431,26 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 				startDrain()
 			case "eof":
 				ctl = nil
-				if !sawExit {
+				if !sawExit && !leader {
 					// The wrapper is gone without a word: the
 					// transport died, or someone killed it.
 					startDrain()
 				}
 			}
+		case st, ok := <-exitC:
+			exitC = nil
+			if !ok {
+				// The transport ended without a status: as a wrapper
+				// gone without a word, below.
+				startDrain()
+				break
+			}
+			sawExit = true
+			res.ExitCode, res.Signal = st.Code, st.Signal
+			if st.Signal == "" && st.Code > 128 {
+				res.Signal = SignalName(st.Code - 128)
+			}
+			startDrain()
 		case <-deadline:
 			res.TimedOut = true
 			kill()
@@ -519,9 +568,55 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 		mode = "pid"
 	}
 	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
-	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, strconv.Itoa(max(pgid, 0)), marker, graceMS})
+	pg := strconv.Itoa(max(pgid, 0))
+	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, pg, marker, graceMS})
+	n, err := killedCount(out, err)
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("the kill script failed (process limit reached?); killing with shell builtins only", "err", err)
+	}
+	if ctx.Err() != nil {
+		return n, err
+	}
+	// Then a sweep that needs no fork: near a process limit the script's
+	// own forks fail (and a scan that failed looks like one that found
+	// nothing), while a fork bomb refills whatever it kills. The sweep
+	// stops what is left round by round, so nothing can fork, and kills
+	// it all; after a clean kill it finds nothing.
+	more, serr := r.sweep(ctx, mode, pg, marker)
+	switch {
+	case serr == nil:
+		return n + more, nil
+	case err == nil:
+		r.log.Warn("the kill sweep failed", "err", serr)
+		return n, nil
+	}
+	return 0, fmt.Errorf("kill script: %w; sweep: %w", err, serr)
+}
+
+// sweepAttempts bounds the sweep's retries: at a full process limit even
+// starting it can fail (a docker exec's runc forks inside the container),
+// until the bomb's churn frees a slot for a moment.
+const sweepAttempts = 20
+
+// sweep runs noForkKillScript, again while it cannot start.
+func (r *Runner) sweep(ctx context.Context, mode, pg, marker string) (int, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := killedCount(r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker}))
+		if err == nil || attempt == sweepAttempts || ctx.Err() != nil ||
+			errors.Is(err, opsapi.ErrUnavailable) || errors.Is(err, opsapi.ErrNotExist) {
+			return n, err // done, or the transport (not the limit) failed
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// killedCount reads a kill script's "@wsbroker killed N".
+func killedCount(out []byte, err error) (int, error) {
 	if err != nil {
-		return 0, fmt.Errorf("kill script: %w", err)
+		return 0, err
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if n, ok := strings.CutPrefix(line, "@wsbroker killed "); ok {

@@ -57,8 +57,36 @@ type transport struct {
 	lost    atomic.Bool
 }
 
+// leaderMode makes newRunner's transport start each process as the leader
+// of a new session and report its exit as it happens, as sshd does
+// (TestLeaderMode runs the other tests so).
+var leaderMode bool
+
+// loginShell, when set, runs the wrapper instead of sh, as an SSH login
+// shell would.
+var loginShell string
+
+// leaderProc is a localProc whose exit is reported as soon as it exits.
+type leaderProc struct {
+	*localProc
+	exited chan remoteexec.Status
+	done   chan struct{}
+	st     remoteexec.Status
+	err    error
+}
+
+func (p *leaderProc) Exited() <-chan remoteexec.Status { return p.exited }
+
+func (p *leaderProc) Wait() (remoteexec.Status, error) {
+	<-p.done
+	return p.st, p.err
+}
+
 func (tr *transport) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if loginShell != "" && argv[0] == "sh" {
+		cmd = exec.Command(loginShell, argv[1:]...)
+	}
 	or, ow, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -68,6 +96,9 @@ func (tr *transport) start(ctx context.Context, argv []string) (remoteexec.Proce
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = ow, ew
+	if leaderMode {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -76,6 +107,18 @@ func (tr *transport) start(ctx context.Context, argv []string) (remoteexec.Proce
 	p := &localProc{cmd: cmd, stdout: or, stderr: er, lost: &tr.lost}
 	if tr.started != nil {
 		tr.started <- p
+	}
+	if leaderMode {
+		lp := &leaderProc{localProc: p, exited: make(chan remoteexec.Status, 1), done: make(chan struct{})}
+		go func() {
+			lp.st, lp.err = p.Wait()
+			if lp.err == nil {
+				lp.exited <- lp.st
+			}
+			close(lp.exited)
+			close(lp.done)
+		}()
+		return lp, nil
 	}
 	return p, nil
 }
@@ -87,8 +130,9 @@ func run(ctx context.Context, argv []string) ([]byte, error) {
 func newRunner(t *testing.T, tr *transport) *remoteexec.Runner {
 	testutil.RequireCommand(t, "setsid")
 	return remoteexec.New(tr.start, run, remoteexec.Config{
-		KillGrace: 500 * time.Millisecond,
-		Env:       []string{"LANG=C.UTF-8"},
+		KillGrace:     500 * time.Millisecond,
+		Env:           []string{"LANG=C.UTF-8"},
+		TransportExit: leaderMode,
 	}, testutil.Logger(t))
 }
 
@@ -312,4 +356,55 @@ func TestQuote(t *testing.T) {
 	if err != nil || string(out) != "a b|it's|$x|\n|" {
 		t.Fatalf("%q %v", out, err)
 	}
+}
+
+// TestLeaderMode runs the behaviour tests again on a transport that starts
+// each command as a session leader and reports its exit at once: the
+// wrapper then becomes the command (bash evals it) instead of waiting for
+// it, and everything must behave the same.
+func TestLeaderMode(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"ExitCodesOrderAndEnv", TestExitCodesOrderAndEnv},
+		{"CwdErrors", TestCwdErrors},
+		{"TimeoutKillsGrandchildAndSetsidEscapee", TestTimeoutKillsGrandchildAndSetsidEscapee},
+		{"CancelKillsTree", TestCancelKillsTree},
+		{"BackgroundHolderAndLateOutput", TestBackgroundHolderAndLateOutput},
+		{"LostTransportFailsClearlyAndReapKills", TestLostTransportFailsClearlyAndReapKills},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			leaderMode = true
+			t.Cleanup(func() { leaderMode = false })
+			c.fn(t)
+		})
+	}
+	for _, sh := range []string{"", "bash"} {
+		t.Run("CommandRunsInTheWrapperShell"+sh, func(t *testing.T) {
+			leaderMode, loginShell = true, sh
+			t.Cleanup(func() { leaderMode, loginShell = false, "" })
+			r := newRunner(t, &transport{})
+			// The command's shell is the process the transport started
+			// (its parent is this test), leading its group; with bash as
+			// the wrapper's shell it is that bash, and no wrapper variable
+			// or argument leaks into the command.
+			out, res, err := exe(t, r, t.TempDir(), opsapi.ExecRequest{
+				Command: `echo "$PPID $$ $(ps -o pgid= -p $$) $# [$cmd$cwd$shell$how$lead$st]"`})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("%v %+v", err, res)
+			}
+			f := strings.Fields(out)
+			if len(f) != 5 || f[0] != strconv.Itoa(os.Getpid()) || f[1] != f[2] || f[3] != "0" || f[4] != "[]" {
+				t.Fatalf("out %q: want this test as the parent, the shell's pid as its group, no arguments, no wrapper variables", out)
+			}
+		})
+	}
+	t.Run("BashWrapperRunsEverything", func(t *testing.T) {
+		leaderMode, loginShell = true, "bash"
+		t.Cleanup(func() { leaderMode, loginShell = false, "" })
+		TestExitCodesOrderAndEnv(t)
+		TestTimeoutKillsGrandchildAndSetsidEscapee(t)
+		TestBackgroundHolderAndLateOutput(t)
+	})
 }

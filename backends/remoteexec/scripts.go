@@ -1,20 +1,52 @@
 package remoteexec
 
 // wrapperScript runs one command: sh -c wrapperScript wsbroker CWD SHELL
-// COMMAND HOW ENV... (see the package documentation). A subshell takes the
-// environment (with `export`, or with env(1) when HOW is "env" because a
-// key is no shell name), moves to a new session with setsid (which does
-// not fork: a background job is no group leader) and execs the shell, so
-// its pid is the group id the wrapper reports. Control lines go to
-// stderr; the command's stdout and stderr both go to stdout.
-const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4
-shift 4
+// COMMAND HOW LEAD ENV... (see the package documentation). It enters CWD
+// (reporting a missing one), then:
+//
+// When LEAD is 1 (the transport reports the exit status as soon as the
+// command exits) and the shell running the script already leads its own
+// process group (sshd makes every session a new session), it reports that
+// group and becomes the command: with the environment taken (`export`,
+// or env(1) when HOW is "env" because a key is no shell name), stdin from
+// /dev/null and stderr into stdout, it evals COMMAND itself when it is
+// the bash SHELL names, else execs `SHELL -c COMMAND`. No program starts
+// beyond the transport's own shell, or one.
+//
+// Otherwise a subshell takes the environment, moves to a new session with
+// setsid (which does not fork: a background job is no group leader) and
+// execs the shell, so its pid is the group id the wrapper reports; the
+// wrapper waits and reports the exit status. Control lines go to stderr;
+// the command's stdout and stderr both go to stdout.
+const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4 lead=$5
+shift 5
 if ! cd -- "$cwd" 2>/dev/null; then
 	if [ -d "$cwd" ]; then echo '@wsbroker noperm' >&2
 	elif [ -e "$cwd" ]; then echo '@wsbroker notdir' >&2
 	else echo '@wsbroker nocwd' >&2
 	fi
 	exit 0
+fi
+if [ "$lead" = 1 ]; then
+	st= lead=
+	{ IFS= read -r st < /proc/$$/stat; } 2>/dev/null
+	wsb_pg() { lead=$3; }
+	wsb_pg ${st##*) }
+	unset -f wsb_pg
+	if [ "$lead" = "$$" ]; then
+		echo "@wsbroker leader $$" >&2
+		exec </dev/null 2>&1
+		if [ "$how" = env ]; then exec env -- "$@" "$shell" -c "$cmd"; fi
+		export "$@"
+		if [ -n "${BASH_VERSION-}" ] && [ "${shell##*/}" = bash ]; then
+			set -- "$cmd"
+			unset cwd shell cmd how lead st
+			eval "set --
+$1"
+			exit
+		fi
+		exec "$shell" -c "$cmd"
+	fi
 fi
 s= kind=pid
 if command -v setsid >/dev/null 2>&1; then s=setsid kind=pgid; fi
@@ -69,3 +101,72 @@ while [ "$i" -lt 100 ]; do
 done
 echo "@wsbroker killed $n"
 `
+
+// noForkKillScript sweeps after killScript, and kills when killScript
+// cannot run because no process may fork: a fork bomb has filled a pids
+// limit (a container's pids cgroup, an account's RLIMIT_NPROC, the
+// system's pid_max). It uses bash builtins only: it stops the call's process
+// group and every process carrying the call's marker, round after round
+// until no new one appears (a stopped process cannot fork), then kills
+// them all. The command that runs it must itself get to start (a docker
+// exec does: joining a cgroup is not limited by pids.max).
+//
+//	bash -c noForkKillScript wsbroker MODE PGID MARKER
+const noForkKillScript = noForkKillBody
+
+const noForkKillBody = `mode=$1 pg=$2 m=$3 n=0
+declare -A seen
+signal() {
+	if [[ $pg -gt 1 ]]; then
+		if [[ $mode == group ]]; then kill -"$1" -- "-$pg"; else kill -"$1" "$pg"; fi
+	fi 2>/dev/null
+}
+signal STOP
+for round in {1..100}; do
+	new=0
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		[[ -n ${seen[$p]} ]] && continue
+		hit=
+		if [[ -n $m ]]; then
+			while IFS= read -r -d '' kv; do
+				if [[ $kv == "$m" ]]; then hit=1; break; fi
+			done 2>/dev/null < "$d/environ"
+		fi
+		if [[ -z $hit && $mode == group && $pg -gt 1 ]] && IFS= read -r st 2>/dev/null < "$d/stat"; then
+			set -- ${st##*) }
+			[[ $1 != [ZX] && $3 == "$pg" ]] && hit=1
+		fi
+		if [[ -n $hit ]]; then
+			kill -STOP "$p" 2>/dev/null
+			seen[$p]=1 new=1 n=$((n+1))
+		fi
+	done
+	[[ $new == 0 ]] && break
+done
+signal KILL
+for p in "${!seen[@]}"; do kill -KILL "$p" 2>/dev/null; done
+echo "@wsbroker killed $n"
+`
+
+// KillHelperScript is a kill that is already running: a bash loop, started
+// while processes can still fork (e.g. one session per SSH connection),
+// that reads "MODE PGID MARKER" lines on stdin and answers each with
+// "@wsbroker killed N" on stdout, killing as noForkKillScript does. Where
+// a fork bomb at the account's process limit keeps every new session from
+// starting, this one kills it. Run it as `bash -c KillHelperScript`.
+const KillHelperScript = `wsb_kill() {
+` + noForkKillBody + `}
+echo '@wsbroker ready'
+while IFS=' ' read -r mode pg m; do wsb_kill "$mode" "$pg" "$m"; done
+`
+
+// NoForkKillArgs recognises the builtin-only kill a Runner gives its
+// RunFunc after the kill script, and returns its MODE, PGID and
+// MARKER, so a transport can hand them to a KillHelperScript instead.
+func NoForkKillArgs(argv []string) (mode, pgid, marker string, ok bool) {
+	if len(argv) != 7 || argv[0] != "bash" || argv[1] != "-c" || argv[2] != noForkKillScript || argv[3] != "wsbroker" {
+		return "", "", "", false
+	}
+	return argv[4], argv[5], argv[6], true
+}

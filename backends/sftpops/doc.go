@@ -18,7 +18,8 @@
 //
 // WriteFile never leaves a torn file. The data goes to a temporary file
 // `.<name>.tmp-<random>` in the target's directory, which is synced with
-// the fsync@openssh.com extension when the server offers it, given the old
+// the fsync@openssh.com extension when the server offers it (unless
+// Options.NoSync), given the old
 // file's permission bits (and owner, where the account may), and renamed
 // over the target with posix-rename@openssh.com (rename(2): atomic, and
 // replacing). A server without that extension only has SFTP v3's rename,

@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pkg/sftp"
 
@@ -34,12 +35,20 @@ const maxLinks = 40
 // directory ErrIsDir, anything else that is not a regular file ErrInvalid:
 // opening a fifo would block the SFTP server, and with it every operation
 // of the channel. The reader stops with ctx's error once ctx ends.
+//
+// A small file (one request's worth, as the stat says) costs three round
+// trips: stat, open and one read of its size, with no request spent
+// learning about EOF; Close does not wait for the server. A larger file
+// is read one request after another through a buffer: pkg/sftp's
+// concurrent reads were measured slower over a docker exec's stream
+// (8 MiB in 450 ms against 170 ms), whatever the chunk size.
 func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	op := f.op("Open")
 	abs, err := f.Abs("Open", p)
 	if err != nil {
 		return nil, err
 	}
+	var size int64
 	file, err := withValue(ctx, f, true, func(c *sftp.Client) (*sftp.File, error) {
 		fi, err := c.Stat(abs)
 		if err != nil {
@@ -51,19 +60,28 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 		case !fi.Mode().IsRegular():
 			return nil, opsapi.E(op, p, opsapi.ErrInvalid, errors.New("not a regular file"))
 		}
+		size = fi.Size()
 		return c.Open(abs)
 	}, closeFile)
 	if err != nil {
 		return nil, MapErr(op, p, err)
 	}
-	return &reader{ctx: ctx, f: file, br: bufio.NewReaderSize(file, readBufSize), op: f.op("Read"), path: p}, nil
+	r := &reader{ctx: ctx, f: file, left: size, op: f.op("Read"), path: p}
+	if size == 0 || size > readBufSize {
+		// Large, or a pseudo-file (/proc, cgroupfs) whose size of 0
+		// says nothing: read to EOF.
+		r.br = bufio.NewReaderSize(file, readBufSize)
+	}
+	return r, nil
 }
 
 // reader is an open remote file whose reads fail once ctx ends.
 type reader struct {
 	ctx  context.Context
 	f    *sftp.File
-	br   *bufio.Reader
+	br   *bufio.Reader // nil for a small file, read by size
+	off  int64
+	left int64 // of a small file, bytes up to the size the stat gave
 	op   string
 	path string
 }
@@ -72,14 +90,44 @@ func (r *reader) Read(b []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, opsapi.E(r.op, r.path, nil, err)
 	}
-	n, err := r.br.Read(b)
-	if err != nil && err != io.EOF {
+	if r.br != nil {
+		n, err := r.br.Read(b)
+		if err != nil && err != io.EOF {
+			err = MapErr(r.op, r.path, err)
+		}
+		return n, err
+	}
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > r.left {
+		b = b[:r.left]
+	}
+	// ReadAt fills b or fails: a regular file gives a whole read or a
+	// short one followed by EOF.
+	n, err := r.f.ReadAt(b, r.off)
+	r.off += int64(n)
+	r.left -= int64(n)
+	switch {
+	case err == io.EOF:
+		r.left = 0 // shrank since the stat
+		if n > 0 {
+			err = nil
+		}
+	case err != nil:
 		err = MapErr(r.op, r.path, err)
+	case r.left == 0:
+		err = io.EOF
 	}
 	return n, err
 }
 
-func (r *reader) Close() error { return r.f.Close() }
+// Close releases the handle without waiting for the server's answer: the
+// file was only read, so there is nothing its close could report.
+func (r *reader) Close() error {
+	go r.f.Close()
+	return nil
+}
 
 func closeFile(f *sftp.File) { f.Close() }
 
@@ -128,11 +176,20 @@ func (f *FS) Access(ctx context.Context, p string, mode opsapi.AccessMode) error
 // its target is replaced. A missing parent is ErrNotExist, a directory at
 // p ErrIsDir. When r fails or ctx ends, p is untouched and the temporary
 // file removed.
+//
+// Round trips are what a write costs, so independent requests go out
+// together: the lstat of p beside the create of the temporary file next
+// to it (p is rarely a link), the close beside the rename. The chmod that
+// gives the new file the old one's mode is skipped when new files get
+// that mode anyway (learned once per channel).
 func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	op := f.op("WriteFile")
 	abs, err := f.Abs("WriteFile", p)
 	if err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return MapErr(op, p, err)
 	}
 	c, err := f.client(ctx, nil)
 	if err != nil {
@@ -142,34 +199,71 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 
 	// Every step waits for ctx, except the final rename: once the data
 	// is complete, the replace either happens or fails, never half.
-	var target string
-	var old os.FileInfo
-	err = wait(ctx, func() error {
-		var err error
-		target, old, err = f.finalTarget(c, abs)
-		return err
+	type created struct {
+		file *sftp.File
+		tmp  string
+	}
+	create := func(target string) (created, error) {
+		dir, base := path.Split(target)
+		tmp := path.Join(dir, tempName(base))
+		file, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+		return created{file, tmp}, err
+	}
+	discard := func(cr created) { f.discard(c, cr.file, cr.tmp) }
+	type first struct {
+		target string
+		old    os.FileInfo
+		cr     created
+		crErr  error
+	}
+	got, err := waitValue(ctx, func() (first, error) {
+		var v first
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			v.cr, v.crErr = create(abs)
+		}()
+		target, old, err := f.finalTarget(c, abs)
+		<-done
+		v.target, v.old = target, old
+		if err == nil && target == abs {
+			return v, nil
+		}
+		// p is a link (or failed to resolve): the temporary file belongs
+		// beside the final target instead.
+		if v.crErr == nil {
+			discard(v.cr)
+		}
+		if err != nil {
+			return v, err
+		}
+		v.cr, v.crErr = create(target)
+		return v, nil
+	}, func(v first) {
+		if v.crErr == nil {
+			discard(v.cr)
+		}
 	})
 	if err != nil {
 		return MapErr(op, p, err)
 	}
-	if old != nil && old.IsDir() {
-		return opsapi.E(op, p, opsapi.ErrIsDir, nil)
-	}
-
-	dir, base := path.Split(target)
-	tmp := path.Join(dir, tempName(base))
-	file, err := waitValue(ctx, func() (*sftp.File, error) {
-		return c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	}, func(file *sftp.File) { f.discard(c, file, tmp) })
-	if err != nil {
+	target, old := got.target, got.old
+	if got.crErr != nil {
 		if ctx.Err() == nil {
-			err = f.parentErr(c, target, err)
+			err = f.parentErr(c, target, got.crErr)
+		}
+		if old != nil && old.IsDir() {
+			return opsapi.E(op, p, opsapi.ErrIsDir, nil)
 		}
 		return MapErr(op, p, err)
 	}
+	file, tmp := got.cr.file, got.cr.tmp
 	fail := func(err error) error {
-		go f.discard(c, file, tmp)
+		f.discardWait(c, file, tmp)
 		return MapErr(op, p, err)
+	}
+	if old != nil && old.IsDir() {
+		return fail(opsapi.E(op, p, opsapi.ErrIsDir, nil))
 	}
 	err = wait(ctx, func() error {
 		_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
@@ -180,7 +274,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 			return err
 		}
 		if old != nil {
-			if err := file.Chmod(old.Mode().Perm()); err != nil {
+			if err := f.keepMode(c, file, old.Mode().Perm()); err != nil {
 				return err
 			}
 			if st, ok := old.Sys().(*sftp.FileStat); ok && f.opt.Identity != nil &&
@@ -191,7 +285,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 				_ = file.Chown(int(st.UID), int(st.GID))
 			}
 		}
-		if v, ok := c.HasExtension(extFsync); ok && v == "1" {
+		if v, ok := c.HasExtension(extFsync); ok && v == "1" && !f.opt.NoSync {
 			if err := file.Sync(); err != nil {
 				return err
 			}
@@ -204,16 +298,57 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	if err := file.Close(); err != nil {
-		go f.discard(c, nil, tmp)
+	// The data is synced: close and rename go out together (renaming an
+	// open file is fine). A failed close of a synced file loses nothing,
+	// so only the rename decides.
+	closed := make(chan error, 1)
+	go func() { closed <- file.Close() }()
+	if err := f.rename(c, tmp, target); err != nil {
+		<-closed
+		f.discardWait(c, nil, tmp)
 		return MapErr(op, p, err)
 	}
-	if err := f.rename(c, tmp, target); err != nil {
-		go f.discard(c, nil, tmp)
-		return MapErr(op, p, err)
+	if err := <-closed; err != nil {
+		f.log.Warn("closing a written file failed after its rename", "path", target, "err", err)
 	}
 	return nil
 }
+
+// keepMode gives the temporary file mode unless the server creates files
+// with it anyway. The mode a new file gets (0666 less the server's umask,
+// or a directory's default ACL) is learned by one fstat per directory
+// and channel.
+func (f *FS) keepMode(c *sftp.Client, file *sftp.File, mode os.FileMode) error {
+	dir := path.Dir(file.Name())
+	f.mu.Lock()
+	if f.modeOf != c {
+		f.modeOf, f.createModes = c, map[string]os.FileMode{}
+	}
+	created, known := f.createModes[dir]
+	f.mu.Unlock()
+	if !known {
+		fi, err := file.Stat()
+		if err != nil {
+			return err
+		}
+		created = fi.Mode().Perm()
+		f.mu.Lock()
+		if f.modeOf == c {
+			if len(f.createModes) >= maxModeDirs {
+				clear(f.createModes)
+			}
+			f.createModes[dir] = created
+		}
+		f.mu.Unlock()
+	}
+	if created == mode {
+		return nil
+	}
+	return file.Chmod(mode)
+}
+
+// maxModeDirs bounds keepMode's memory of directories.
+const maxModeDirs = 1024
 
 // finalTarget follows symbolic links at abs to the path a write must
 // replace, and describes it (nil when it does not exist yet).
@@ -271,6 +406,26 @@ func (f *FS) rename(c *sftp.Client, tmp, target string) error {
 	}
 	return c.Rename(tmp, target)
 }
+
+// discardWait is discard, waited for up to discardTimeout: a failed write
+// returns with its temporary file gone while the channel lives, and
+// without hanging on a channel that does not answer.
+func (f *FS) discardWait(c *sftp.Client, file *sftp.File, tmp string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.discard(c, file, tmp)
+	}()
+	t := time.NewTimer(discardTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// discardTimeout bounds discardWait.
+const discardTimeout = 5 * time.Second
 
 // discard closes file (if any) and removes tmp; when the channel is gone
 // tmp is remembered and removed by a later write.

@@ -51,6 +51,12 @@ type Options struct {
 	// Op prefixes the operation names in errors, e.g. "ssh" gives
 	// "ssh.Open". Default "sftp".
 	Op string
+	// NoSync skips the fsync of a written file before its rename. The
+	// replace stays atomic for every reader; what is lost is the
+	// guarantee that a crash of the machine leaves the old or the new
+	// content rather than an empty file, for a round trip that costs
+	// a journal commit (milliseconds on a busy disk).
+	NoSync bool
 }
 
 // FS is the file operations of one workspace over SFTP.
@@ -64,6 +70,10 @@ type FS struct {
 
 	mu      sync.Mutex
 	orphans map[string]struct{} // temporary files left by a lost channel
+	// createModes are the modes modeOf's server gives new files, by
+	// directory.
+	modeOf      *sftp.Client
+	createModes map[string]os.FileMode
 }
 
 // New returns the operations of a workspace whose root is the absolute

@@ -417,3 +417,92 @@ func (r *killingReader) Read(p []byte) (int, error) {
 	r.read += k
 	return k, nil
 }
+
+// TestReadsLargeAndChangingFiles: a large file comes back whole through
+// Read and through WriteTo (io.Copy's path, concurrent requests); a file
+// read while it shrinks ends early without an error.
+func TestReadsLargeAndChangingFiles(t *testing.T) {
+	each(t, func(t *testing.T, fsys *sftpops.FS, root string) {
+		want := make([]byte, 8<<20+123)
+		for i := range want {
+			want[i] = byte(i*7 + i/4096)
+		}
+		must(t, os.WriteFile(filepath.Join(root, "big"), want, 0o644))
+		if got := read(t, fsys, "big"); got != string(want) {
+			t.Fatalf("ReadAll: %d bytes, want %d (or different content)", len(got), len(want))
+		}
+		rc, err := fsys.Open(ctx(t), "big")
+		must(t, err)
+		head := make([]byte, 1000)
+		_, err = io.ReadFull(rc, head)
+		must(t, err)
+		var rest bytes.Buffer
+		_, err = io.Copy(&rest, rc) // WriteTo
+		must(t, err)
+		must(t, rc.Close())
+		if got := append(head, rest.Bytes()...); !bytes.Equal(got, want) {
+			t.Fatalf("read then copy: %d bytes, want %d (or different content)", len(got), len(want))
+		}
+
+		must(t, os.WriteFile(filepath.Join(root, "shrinks"), want[:100<<10], 0o644))
+		rc, err = fsys.Open(ctx(t), "shrinks")
+		must(t, err)
+		must(t, os.Truncate(filepath.Join(root, "shrinks"), 10))
+		got, err := io.ReadAll(rc)
+		must(t, err)
+		rc.Close()
+		if !bytes.Equal(got, want[:10]) {
+			t.Fatalf("shrunk file read as %d bytes", len(got))
+		}
+	})
+}
+
+// TestWriteKeepsModeInEachDirectory: the old file's mode survives a
+// rewrite whether or not it is the mode new files get, in two directories
+// one after the other (the mode new files get is learned per directory).
+func TestWriteKeepsModeInEachDirectory(t *testing.T) {
+	each(t, func(t *testing.T, fsys *sftpops.FS, root string) {
+		must(t, fsys.Mkdir(ctx(t), "d1"))
+		must(t, fsys.Mkdir(ctx(t), "d2"))
+		for _, dir := range []string{"d1", "d2"} {
+			for _, mode := range []os.FileMode{0o600, 0o755, 0o600} {
+				p := dir + "/f"
+				must(t, fsys.WriteFile(ctx(t), p, strings.NewReader("x")))
+				must(t, os.Chmod(filepath.Join(root, p), mode))
+				must(t, fsys.WriteFile(ctx(t), p, strings.NewReader("y")))
+				fi, err := os.Stat(filepath.Join(root, p))
+				must(t, err)
+				if fi.Mode().Perm() != mode {
+					t.Fatalf("%s: mode %v after rewrite, want %v", p, fi.Mode().Perm(), mode)
+				}
+				// A rewrite of a file with the default mode keeps it too.
+				must(t, os.Remove(filepath.Join(root, p)))
+				must(t, fsys.WriteFile(ctx(t), p, strings.NewReader("z")))
+				def, err := os.Stat(filepath.Join(root, p))
+				must(t, err)
+				must(t, fsys.WriteFile(ctx(t), p, strings.NewReader("w")))
+				again, err := os.Stat(filepath.Join(root, p))
+				must(t, err)
+				if again.Mode() != def.Mode() {
+					t.Fatalf("%s: default mode %v became %v", p, def.Mode(), again.Mode())
+				}
+			}
+		}
+		waitNoTemp(t, filepath.Join(root, "d1"))
+	})
+}
+
+// TestReadsPseudoFiles: a file whose stat says size 0 but that has content
+// (procfs, cgroupfs) is read to its end.
+func TestReadsPseudoFiles(t *testing.T) {
+	each(t, func(t *testing.T, fsys *sftpops.FS, root string) {
+		got := read(t, fsys, "/proc/self/status")
+		if !strings.Contains(got, "Pid:") {
+			t.Fatalf("/proc/self/status read as %q", got)
+		}
+		must(t, os.WriteFile(filepath.Join(root, "empty"), nil, 0o644))
+		if got := read(t, fsys, "empty"); got != "" {
+			t.Fatalf("empty file read as %q", got)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -54,6 +55,7 @@ type conn struct {
 	home   string
 	id     sftpops.Identity
 	dead   atomic.Bool
+	killer *killHelper // nil when it could not start
 }
 
 func newHost(b *Backend, addr, user string) *host {
@@ -70,6 +72,9 @@ func newHost(b *Backend, addr, user string) *host {
 		DrainIdle: b.cfg.DrainIdle,
 		MaxDrain:  b.cfg.MaxDrain,
 		Op:        "ssh.Exec",
+		// sshd makes each session a new session, and reports the exit
+		// status when the command exits.
+		TransportExit: true,
 	}, h.log)
 	return h
 }
@@ -192,6 +197,7 @@ func (h *host) connect() (*conn, error) {
 		return fail(fmt.Errorf("learning the account's ids: %w", err))
 	}
 	c.id = id
+	c.killer = h.startKillHelper(client)
 	h.log.Info("connected", "home", home, "uid", id.UID, "took", time.Since(begin))
 	return c, nil
 }
@@ -294,17 +300,39 @@ func (h *host) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.Clien
 
 // session opens a session, waiting for a slot of sem.
 func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, func(), error) {
+	var s *ssh.Session
+	release, err := h.openSlot(ctx, sem, func(c *ssh.Client) (err error) {
+		s, err = c.NewSession()
+		return err
+	})
+	return s, release, err
+}
+
+// channel opens a bare session channel, waiting for a slot of sem; its
+// requests (exit-status among them) are the caller's to read.
+func (h *host) channel(ctx context.Context, sem chan struct{}) (ssh.Channel, <-chan *ssh.Request, func(), error) {
+	var ch ssh.Channel
+	var reqs <-chan *ssh.Request
+	release, err := h.openSlot(ctx, sem, func(c *ssh.Client) (err error) {
+		ch, reqs, err = c.OpenChannel("session", nil)
+		return err
+	})
+	return ch, reqs, release, err
+}
+
+// openSlot takes a slot of sem and runs open on the live connection.
+func (h *host) openSlot(ctx context.Context, sem chan struct{}, open func(*ssh.Client) error) (func(), error) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 	var once sync.Once
 	release := func() { once.Do(func() { <-sem }) }
 	c, err := h.get(ctx)
 	if err != nil {
 		release()
-		return nil, nil, err
+		return nil, err
 	}
 	// A server at its MaxSessions (counting sessions of other
 	// clients of the account, or closes it has not processed yet)
@@ -312,9 +340,9 @@ func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, fu
 	var oce *ssh.OpenChannelError
 	redialed := false
 	for attempt := 0; ; attempt++ {
-		s, err := c.client.NewSession()
+		err := open(c.client)
 		if err == nil {
-			return s, release, nil
+			return release, nil
 		}
 		if !errors.As(err, &oce) && !redialed && ctx.Err() == nil {
 			// The transport died before keepalives noticed (EOF):
@@ -325,55 +353,248 @@ func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, fu
 			c.client.Close()
 			if c, err = h.get(ctx); err != nil {
 				release()
-				return nil, nil, err
+				return nil, err
 			}
 			continue
 		}
 		if !errors.As(err, &oce) || attempt == 40 || ctx.Err() != nil || c.dead.Load() {
 			release()
-			return nil, nil, opsapi.E("ssh.session", h.addr, opsapi.ErrUnavailable, err)
+			return nil, opsapi.E("ssh.session", h.addr, opsapi.ErrUnavailable, err)
 		}
 		time.Sleep(time.Duration(5+5*min(attempt, 9)) * time.Millisecond)
 	}
 }
 
-// start is remoteexec's StartFunc: one session per command.
+// start is remoteexec's StartFunc: one session per command, read at the
+// channel level so that the exit status is seen when it arrives, before
+// the output ends.
 func (h *host) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
-	s, release, err := h.session(ctx, h.execSlots)
+	ch, reqs, release, err := h.channel(ctx, h.execSlots)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err1 := s.StdoutPipe()
-	stderr, err2 := s.StderrPipe()
-	if err := errors.Join(err1, err2); err != nil {
-		s.Close()
-		release()
-		return nil, err
-	}
-	if err := s.Start(commandLine(argv)); err != nil {
-		s.Close()
-		release()
+	p := newChanProc(ch, reqs, release)
+	if err := p.exec(commandLine(argv)); err != nil {
+		p.Close()
 		return nil, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
 	}
-	return newProc(s, stdout, stderr, release), nil
+	return p, nil
 }
 
 // run is remoteexec's RunFunc: a short command on its own session slot.
+// A non-zero exit is an error. The builtin-only kill, which remoteexec
+// runs after the kill script (a fork bomb at the account's process limit
+// lets no new session start), goes to the connection's kill helper.
 func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
-	s, release, err := h.session(ctx, h.ctlSlots)
+	if mode, pg, marker, ok := remoteexec.NoForkKillArgs(argv); ok {
+		if c, err := h.get(ctx); err == nil && c.killer != nil {
+			out, err := c.killer.kill(ctx, mode, pg, marker)
+			if err == nil {
+				return out, nil
+			}
+			h.log.Warn("the kill helper failed; trying a new session", "err", err)
+		}
+	}
+	ch, reqs, release, err := h.channel(ctx, h.ctlSlots)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	defer s.Close()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
+	p := newChanProc(ch, reqs, release)
+	defer p.Close()
+	stop := context.AfterFunc(ctx, func() { p.Close() })
 	defer stop()
-	out, err := s.Output(commandLine(argv))
-	var ee *ssh.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return out, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
+	if err := p.exec(commandLine(argv)); err != nil {
+		return nil, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
 	}
-	return out, err
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
+	out, rerr := io.ReadAll(io.LimitReader(ch, 1<<20))
+	_, _ = io.Copy(io.Discard, ch)
+	st, ok := <-p.exited
+	switch {
+	case !ok:
+		return out, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, errors.Join(errors.New("the session ended without an exit status"), rerr))
+	case st.Code != 0:
+		return out, fmt.Errorf("%s exited with %d", argv[0], st.Code)
+	}
+	return out, nil
+}
+
+// killHelper is remoteexec's KillHelperScript running in a session of its
+// own for the life of a connection, holding one of the kill slots: a kill
+// that needs no new process on the host.
+type killHelper struct {
+	mu  sync.Mutex
+	ch  ssh.Channel
+	out *bufio.Reader
+}
+
+// killHelperStart bounds the helper's start.
+const killHelperStart = 10 * time.Second
+
+// startKillHelper starts the helper on client, or returns nil (logged)
+// when it cannot.
+func (h *host) startKillHelper(client *ssh.Client) *killHelper {
+	select {
+	case h.ctlSlots <- struct{}{}:
+	default:
+		h.log.Warn("no session slot for the kill helper; a fork bomb at the account's process limit may outlive its deadline")
+		return nil
+	}
+	ch, reqs, err := client.OpenChannel("session", nil)
+	if err != nil {
+		<-h.ctlSlots
+		h.log.Warn("kill helper: opening its session", "err", err)
+		return nil
+	}
+	go func() {
+		for r := range reqs {
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+		<-h.ctlSlots
+	}()
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
+	kh := &killHelper{ch: ch, out: bufio.NewReader(ch)}
+	ready := make(chan error, 1)
+	go func() {
+		ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{
+			commandLine([]string{"bash", "-c", remoteexec.KillHelperScript})}))
+		if err == nil && !ok {
+			err = errors.New("the server refused to run it")
+		}
+		if err == nil {
+			var line string
+			line, err = kh.out.ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "@wsbroker ready" {
+				err = fmt.Errorf("unexpected first line %q", line)
+			}
+		}
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(killHelperStart):
+		err = errors.New("timed out")
+	}
+	if err != nil {
+		ch.Close()
+		h.log.Warn("kill helper did not start", "err", err)
+		return nil
+	}
+	return kh
+}
+
+// kill asks the helper for one kill and returns its answer line.
+func (k *killHelper) kill(ctx context.Context, mode, pgid, marker string) ([]byte, error) {
+	if strings.ContainsAny(mode+pgid+marker, " \t\n") {
+		return nil, errors.New("kill arguments with blanks")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { k.ch.Close() })
+	defer stop()
+	if _, err := fmt.Fprintf(k.ch, "%s %s %s\n", mode, pgid, marker); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := k.out.ReadString('\n')
+		if strings.HasPrefix(line, "@wsbroker killed ") {
+			return []byte(line), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// chanProc is a command running in an SSH session channel. Its session
+// slot is given back only once the server has confirmed the channel's
+// close: a slot freed earlier could make the next session exceed the
+// server's MaxSessions.
+type chanProc struct {
+	ch      ssh.Channel
+	release func()
+	exited  chan remoteexec.Status // the exit status, then closed
+	done    chan struct{}          // closed when the channel is
+	st      remoteexec.Status
+	got     bool
+}
+
+func newChanProc(ch ssh.Channel, reqs <-chan *ssh.Request, release func()) *chanProc {
+	p := &chanProc{ch: ch, release: release, exited: make(chan remoteexec.Status, 1), done: make(chan struct{})}
+	go p.serve(reqs)
+	return p
+}
+
+// exec asks the server to run line, and closes stdin.
+func (p *chanProc) exec(line string) error {
+	ok, err := p.ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))
+	if err == nil && !ok {
+		err = errors.New("the server refused to run the command")
+	}
+	if err != nil {
+		return err
+	}
+	// A command that has already ended may have closed the channel: EOF
+	// then says nothing about the command.
+	_ = p.ch.CloseWrite()
+	return nil
+}
+
+// serve reads the channel's requests until it closes.
+func (p *chanProc) serve(reqs <-chan *ssh.Request) {
+	defer func() {
+		close(p.exited)
+		p.release()
+		close(p.done)
+	}()
+	for req := range reqs {
+		switch req.Type {
+		case "exit-status":
+			var m struct{ Status uint32 }
+			if ssh.Unmarshal(req.Payload, &m) == nil && !p.got {
+				p.report(remoteexec.Status{Code: int(m.Status)})
+			}
+		case "exit-signal":
+			var m struct {
+				Signal     string
+				CoreDumped bool
+				Error      string
+				Lang       string
+			}
+			if ssh.Unmarshal(req.Payload, &m) == nil && !p.got {
+				p.report(remoteexec.Status{Code: 128 + signalNumber(m.Signal), Signal: "SIG" + m.Signal})
+			}
+		}
+		if req.WantReply {
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+func (p *chanProc) report(st remoteexec.Status) {
+	p.st, p.got = st, true
+	p.exited <- st
+}
+
+func (p *chanProc) Stdout() io.Reader { return p.ch }
+func (p *chanProc) Stderr() io.Reader { return p.ch.Stderr() }
+
+// Exited is remoteexec.Exiter's.
+func (p *chanProc) Exited() <-chan remoteexec.Status { return p.exited }
+
+// Close closes the channel; the process itself is not touched.
+func (p *chanProc) Close() error { return p.ch.Close() }
+
+// Wait waits for the channel to close and returns the exit status the
+// server reported, or an error when it reported none.
+func (p *chanProc) Wait() (remoteexec.Status, error) {
+	<-p.done
+	if !p.got {
+		return remoteexec.Status{Code: -1}, errors.New("the session ended without an exit status")
+	}
+	return p.st, nil
 }
 
 // commandLine is argv as the line the login shell runs. `sh -c SCRIPT
@@ -385,50 +606,6 @@ func commandLine(argv []string) string {
 		return "set -- " + remoteexec.ShellJoin(argv[4:]) + "\n" + argv[2]
 	}
 	return remoteexec.ShellJoin(argv)
-}
-
-// proc is a command running in an SSH session. Its session slot is given
-// back only once the server has confirmed the channel's close: a slot freed
-// earlier could make the next session exceed the server's MaxSessions.
-type proc struct {
-	s              *ssh.Session
-	stdout, stderr io.Reader
-	release        func()
-
-	once sync.Once
-	done chan struct{}
-	st   remoteexec.Status
-	err  error
-}
-
-func newProc(s *ssh.Session, stdout, stderr io.Reader, release func()) *proc {
-	return &proc{s: s, stdout: stdout, stderr: stderr, release: release, done: make(chan struct{})}
-}
-
-func (p *proc) Stdout() io.Reader { return p.stdout }
-func (p *proc) Stderr() io.Reader { return p.stderr }
-
-func (p *proc) Close() error {
-	err := p.s.Close()
-	p.waitOnce()
-	return err
-}
-
-func (p *proc) Wait() (remoteexec.Status, error) {
-	p.waitOnce()
-	<-p.done
-	return p.st, p.err
-}
-
-// waitOnce starts the one Session.Wait (a second would block forever).
-func (p *proc) waitOnce() {
-	p.once.Do(func() {
-		go func() {
-			p.st, p.err = exitStatus(p.s.Wait())
-			p.release()
-			close(p.done)
-		}()
-	})
 }
 
 // exitStatus reads Session.Wait's outcome.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,4 +119,38 @@ type signalWriter struct {
 func (w *signalWriter) Write(p []byte) (int, error) {
 	w.once.Do(func() { close(w.ch) })
 	return len(p), nil
+}
+
+// TestForkBombOnVMIsKilledAtTimeout: on a machine whose process table is
+// full (the container's pids limit stands for an account's process limit)
+// sshd cannot start the kill session, so the kill script cannot run; the
+// connection's kill helper, started before, stops and kills the bomb at
+// its deadline, in its own process group or in new sessions, and the next
+// command runs.
+func TestForkBombOnVMIsKilledAtTimeout(t *testing.T) {
+	c := sshtest.StartContainer(t, "--pids-limit", "200")
+	b := newVMBackend(t, c)
+	ws := createVM(t, b, c, "bomb")
+	for _, bomb := range []string{
+		`bomb() { bomb | bomb & }; bomb; sleep 100`,
+		`setsid bash -c 'bomb() { setsid bash -c "$(declare -f bomb); bomb" & bomb & }; bomb' & sleep 100`,
+	} {
+		start := time.Now()
+		res, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: bomb, Timeout: 3 * time.Second})
+		if err != nil || !res.TimedOut || res.Killed < 10 {
+			t.Fatalf("fork bomb %q: %+v, %v", bomb, res, err)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("the bomb took %v to kill", d)
+		}
+		var out bytes.Buffer
+		res, err = ws.Exec(t.Context(), opsapi.ExecRequest{Command: "ps -u " + c.User + " --no-headers | wc -l", Output: &out})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("the next command: %+v, %v", res, err)
+		}
+		// The SFTP server, the kill helper, this command and its ps and wc.
+		if n, err := strconv.Atoi(strings.TrimSpace(out.String())); err != nil || n > 12 {
+			t.Errorf("%q processes of %s left after killing %q", out.String(), c.User, bomb)
+		}
+	}
 }

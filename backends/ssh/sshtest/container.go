@@ -56,8 +56,9 @@ type Container struct {
 // StartContainer runs Image detached with a fresh host key and user key
 // injected, waits until sshd accepts logins through the loopback port,
 // writes known_hosts for it, and removes the container when the test
-// ends. It skips (fails under CI) without docker or the image.
-func StartContainer(t testing.TB) *Container {
+// ends. dockerArgs are added to `docker run` (e.g. a pids limit). It
+// skips (fails under CI) without docker or the image.
+func StartContainer(t testing.TB, dockerArgs ...string) *Container {
 	t.Helper()
 	testutil.RequireImage(t, Image)
 	dir := t.TempDir()
@@ -94,11 +95,11 @@ func StartContainer(t testing.TB) *Container {
 	// without a value), so they do not show in the process list.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := exec.CommandContext(ctx, "docker", "run", "-d", "--rm",
+	args := append([]string{"run", "-d", "--rm",
 		"-p", "127.0.0.1::22",
 		"--label", "wsbroker.test=sshtest",
-		"-e", "WSB_HOST_KEY", "-e", "WSB_AUTHORIZED_KEYS",
-		Image)
+		"-e", "WSB_HOST_KEY", "-e", "WSB_AUTHORIZED_KEYS"}, dockerArgs...)
+	run := exec.CommandContext(ctx, "docker", append(args, Image)...)
 	run.Env = append(os.Environ(),
 		"WSB_HOST_KEY="+string(hostPEM),
 		"WSB_AUTHORIZED_KEYS="+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(userKey))))
