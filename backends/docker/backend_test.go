@@ -587,6 +587,9 @@ func TestOOMIsReported(t *testing.T) {
 	if err != nil || !res.OOMKilled {
 		t.Fatalf("memory hog: %+v, %v; want OOMKilled", res, err)
 	}
+	if res.MemoryLimit != 64<<20 {
+		t.Errorf("MemoryLimit = %d, want the workspace's 64 MiB", res.MemoryLimit)
+	}
 	res, err = ws.Exec(t.Context(), opsapi.ExecRequest{Command: "true"})
 	if err != nil || res.OOMKilled || res.ExitCode != 0 {
 		t.Fatalf("the next command: %+v, %v", res, err)

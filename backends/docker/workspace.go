@@ -309,6 +309,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if b := <-before; err == nil && b >= 0 {
 		if a := w.oomKills(context.WithoutCancel(ctx)); a > b {
 			res.OOMKilled = true
+			res.MemoryLimit = w.memoryLimit(context.WithoutCancel(ctx))
 		}
 	}
 	return res, err
@@ -351,6 +352,20 @@ func (w *Workspace) oomKills(ctx context.Context) int64 {
 		}
 	}
 	return -1
+}
+
+// memoryLimit asks the engine for the container's memory limit, so the
+// bash tool can name it beside an OOM kill. Only asked after one: the
+// limit can differ per workspace and survives a broker restart only in
+// the engine. 0 when the engine does not answer.
+func (w *Workspace) memoryLimit(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := w.b.api.ContainerInspect(ctx, w.cid)
+	if err != nil || info.HostConfig == nil {
+		return 0
+	}
+	return info.HostConfig.Memory
 }
 
 // checkCwd resolves the links of cwd inside the container and refuses a
