@@ -27,6 +27,10 @@ const (
 // readBufSize is one SFTP read request: pkg/sftp's default packet size.
 const readBufSize = 32 << 10
 
+// bigReadSize is one read of a large file: pkg/sftp's ReadAt splits it
+// into packet-sized requests that are all in flight at once.
+const bigReadSize = 512 << 10
+
 // maxLinks bounds the symbolic links WriteFile follows, as the kernel's
 // ELOOP does.
 const maxLinks = 40
@@ -39,9 +43,10 @@ const maxLinks = 40
 // A small file (one request's worth, as the stat says) costs three round
 // trips: stat, open and one read of its size, with no request spent
 // learning about EOF; Close does not wait for the server. A larger file
-// is read one request after another through a buffer: pkg/sftp's
-// concurrent reads were measured slower over a docker exec's stream
-// (8 MiB in 450 ms against 170 ms), whatever the chunk size.
+// is read in 512 KiB ReadAt calls, each of which pkg/sftp sends as 16
+// packet-sized requests in flight at once: over a docker exec's stream
+// that reads 8 MiB in ~64 ms against ~146 ms one request at a time
+// (File.WriteTo's own concurrency measured slower still).
 func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	op := f.op("Open")
 	abs, err := f.Abs("Open", p)
@@ -70,7 +75,7 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if size == 0 || size > readBufSize {
 		// Large, or a pseudo-file (/proc, cgroupfs) whose size of 0
 		// says nothing: read to EOF.
-		r.br = bufio.NewReaderSize(file, readBufSize)
+		r.br = bufio.NewReaderSize(io.NewSectionReader(file, 0, 1<<62), bigReadSize)
 	}
 	return r, nil
 }
