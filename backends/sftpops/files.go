@@ -309,7 +309,10 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	closed := make(chan error, 1)
 	go func() { closed <- file.Close() }()
 	if err := f.rename(c, tmp, target); err != nil {
-		<-closed
+		if cerr := <-closed; cerr != nil {
+			// The rename's error is the one to report.
+			f.log.Debug("closing a temporary file failed after its rename failed", "path", tmp, "err", cerr)
+		}
 		f.discardWait(c, nil, tmp)
 		return MapErr(op, p, err)
 	}
