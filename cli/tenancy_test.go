@@ -16,12 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/tenant"
 )
 
@@ -91,7 +91,7 @@ type servedTenants struct {
 	addr    string
 	cfgPath string
 	dir     string
-	stderr  *lockedBuffer
+	stderr  *testutil.LockedBuffer
 }
 
 // serveTenants starts serve with the watcher ticking every interval.
@@ -101,7 +101,7 @@ func serveTenants(t *testing.T, interval time.Duration) *servedTenants {
 	reloadInterval = interval
 	t.Cleanup(func() { reloadInterval = old })
 	dir := t.TempDir()
-	st := &servedTenants{t: t, addr: freeAddr(t), cfgPath: filepath.Join(dir, "broker.yaml"), dir: dir, stderr: &lockedBuffer{}}
+	st := &servedTenants{t: t, addr: freeAddr(t), cfgPath: filepath.Join(dir, "broker.yaml"), dir: dir, stderr: &testutil.LockedBuffer{}}
 	_ = os.WriteFile(filepath.Join(dir, "ro.yaml"), []byte("tools:\n  deny: [bash]\n"), 0o600)
 	st.write("alice-1")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,23 +203,6 @@ func TestServeReloadsTenantsOnSIGHUP(t *testing.T) {
 	}
 	st.waitFor("alice-3", 200)
 	st.waitFor("alice-1", 401)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // The examples in docs/tenancy.md and docs/policy.md must load.

@@ -15,10 +15,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
 )
 
 // binary is the broker built once by TestMain.
@@ -46,31 +47,13 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // broker is a running `broker serve`.
 type broker struct {
 	cmd     *exec.Cmd
 	url     string
 	state   string
 	home    string
-	stderr  *lockedBuffer
+	stderr  *testutil.LockedBuffer
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // Wait's result, set before done is closed
 }
@@ -89,7 +72,7 @@ func freePort(t *testing.T) int {
 // it, and waits until /healthz answers. extra are more serve flags.
 func startBroker(t *testing.T, home string, extra ...string) *broker {
 	t.Helper()
-	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	port := freePort(t)
 	b.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	b.cmd = exec.Command(binary, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--shutdown-grace", "3s"}, extra...)...)
@@ -566,7 +549,7 @@ func interrupt(t *testing.T, b *broker, mark string, args ...string) (stdout, st
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = b.env()
-	var out, errb lockedBuffer
+	var out, errb testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -603,7 +586,7 @@ func gracefulShutdown(t *testing.T, b *broker) string {
 	mark := marker()
 	cmd := exec.Command(binary, "exec", ws, "--", "sleep "+mark)
 	cmd.Env = b.env()
-	var errb lockedBuffer
+	var errb testutil.LockedBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

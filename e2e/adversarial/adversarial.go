@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
 )
@@ -144,7 +145,7 @@ func (s *suite) ws(t *testing.T) opsapi.Operations {
 
 func exec(t *testing.T, ws opsapi.BashOperations, cmd string, timeout time.Duration) (opsapi.ExecResult, string) {
 	t.Helper()
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	res, err := ws.Exec(context.Background(), opsapi.ExecRequest{Command: cmd, Timeout: timeout, Output: &out})
 	if err != nil {
 		t.Fatalf("Exec(%q): %v", cmd, err)
@@ -158,7 +159,7 @@ func exec(t *testing.T, ws opsapi.BashOperations, cmd string, timeout time.Durat
 func count(t *testing.T, ws opsapi.BashOperations, tok string) int {
 	t.Helper()
 	pat := "sleep 6[0]0" + strings.TrimPrefix(tok, "600")
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	res, err := ws.Exec(context.Background(), opsapi.ExecRequest{
 		Command: `for f in /proc/[0-9]*; do if [ -r $f/cmdline ] && ! grep -qs '^State:[[:space:]]*Z' $f/status; then { tr '\0' ' ' <$f/cmdline; } 2>/dev/null; echo; fi; done | grep -c -e "$PAT"`,
 		Env:     []string{"PAT=" + pat},
@@ -290,7 +291,7 @@ func (s *suite) cancel(t *testing.T) {
 	ws, tok := s.ws(t), token()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(time.Second, cancel)
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	res, err := ws.Exec(ctx, opsapi.ExecRequest{
 		Command: fmt.Sprintf(`setsid sleep %[1]s & sleep %[1]s & echo up; sleep %[1]s`, tok),
 		Output:  &out,
