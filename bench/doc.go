@@ -64,7 +64,13 @@
 // table says how much of the machine a run had.
 //
 // Each scenario gets a fresh session of each target, so a broker's peak
-// RSS belongs to that scenario alone.
+// RSS belongs to that scenario alone. The latency rows (op.*, tool.*) run
+// on all of a backend's targets at once, taking turns: each row gives
+// every target ten turns of -op-time/10, in an order that rotates, after
+// a warm-up on each. These machines are shared and their load drifts over
+// seconds, so rows measured one target after the other compared a quiet
+// minute with a busy one; taking turns gives the raw baseline and the
+// broker the same machine, which is what a ratio target needs.
 //
 // # Flags
 //

@@ -20,20 +20,22 @@ type Recorder struct {
 	errors   int
 	firstErr error
 	start    time.Time
-	end      time.Time
+	elapsed  time.Duration // of the windows already stopped
 }
 
-// Start marks the beginning of the measured window (for throughput).
+// Start marks the beginning of a measured window (for throughput).
 func (r *Recorder) Start(t time.Time) {
 	r.mu.Lock()
 	r.start = t
 	r.mu.Unlock()
 }
 
-// Stop marks the end of the measured window.
+// Stop marks the end of the window Start began. A row measured in
+// several windows (interleaved with other targets) has their sum as its
+// elapsed time.
 func (r *Recorder) Stop(t time.Time) {
 	r.mu.Lock()
-	r.end = t
+	r.elapsed += t.Sub(r.start)
 	r.mu.Unlock()
 }
 
@@ -80,7 +82,7 @@ type Stats struct {
 func (r *Recorder) Stats() Stats {
 	r.mu.Lock()
 	s := slices.Clone(r.samples)
-	st := Stats{Count: len(s), Errors: r.errors, Elapsed: r.end.Sub(r.start)}
+	st := Stats{Count: len(s), Errors: r.errors, Elapsed: r.elapsed}
 	if r.firstErr != nil {
 		st.FirstError = r.firstErr.Error()
 	}

@@ -181,6 +181,23 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 		if len(rows) == 0 {
 			continue
 		}
+		if sc.RunAll != nil {
+			for _, b := range cfg.Backends {
+				var ts []Target
+				for _, t := range targets([]string{b}) {
+					if onlyTargets.MatchString(t.Name) {
+						ts = append(ts, t)
+					}
+				}
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				if len(ts) > 0 {
+					runAllOn(ctx, env, sc, ts, rows, rep, progress)
+				}
+			}
+			continue
+		}
 		for _, t := range targets(cfg.Backends) {
 			if !onlyTargets.MatchString(t.Name) {
 				continue
@@ -216,6 +233,52 @@ func runOn(ctx context.Context, env *Env, sc Scenario, t Target, rows []string) 
 		err = errors.Join(err, fmt.Errorf("close: %w", cerr))
 	}
 	return res, err
+}
+
+// runAllOn runs one scenario on fresh sessions of all of ts (one
+// backend's targets) at once, adding rows and failures to rep. A target
+// whose setup fails is left out; the others still run.
+func runAllOn(ctx context.Context, env *Env, sc Scenario, ts []Target, rows []string, rep *Report, progress io.Writer) {
+	fail := func(what string, err error) {
+		msg := fmt.Sprintf("%s on %s: %v", rows[0], what, err)
+		rep.Failures = append(rep.Failures, msg)
+		fmt.Fprintf(progress, "bench: FAILED %s\n", msg)
+	}
+	var (
+		up       []Target
+		sessions []*Session
+		names    []string
+	)
+	for _, t := range ts {
+		s, err := t.Setup(ctx, env)
+		if err != nil {
+			fail(t.Name, fmt.Errorf("setup: %w", err))
+			continue
+		}
+		up, sessions, names = append(up, t), append(sessions, s), append(names, t.Name)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for i, s := range sessions {
+			if err := s.Close(closeCtx); err != nil {
+				fail(up[i].Name, fmt.Errorf("close: %w", err))
+			}
+		}
+	}()
+	if len(sessions) == 0 {
+		return
+	}
+	fmt.Fprintf(progress, "bench: %s on %s, taking turns\n", strings.Join(rows, ", "), strings.Join(names, ", "))
+	res, err := sc.RunAll(ctx, env, sessions, rows)
+	if err != nil {
+		fail(strings.Join(names, ", "), err)
+	}
+	for i, rs := range res {
+		for _, r := range rs {
+			rep.Rows = append(rep.Rows, Row{Result: r, Target: up[i].Name, Backend: up[i].Backend, Via: up[i].Via})
+		}
+	}
 }
 
 // loadAvg returns the 1-minute load average, "" when unknown.

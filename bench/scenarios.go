@@ -20,19 +20,24 @@ type Result struct {
 	Note string
 }
 
-// Scenario measures a group of rows on one fresh session of a target.
+// Scenario measures a group of rows on one fresh session of a target, or
+// on one fresh session of every target of a backend at once.
 type Scenario struct {
 	// Rows lists the row names the scenario can produce.
 	Rows func(cfg Config) []string
 	// Run measures rows (a non-empty subset of Rows, in order). A row
 	// the target's clients lack is skipped.
 	Run func(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error)
+	// RunAll, when set instead of Run, measures rows on the sessions of
+	// all of one backend's targets together; out[i] are sessions[i]'s
+	// results.
+	RunAll func(ctx context.Context, env *Env, sessions []*Session, rows []string) (out [][]Result, err error)
 }
 
 // scenarios lists every scenario of a run, in table order.
 func scenarios() []Scenario {
 	return []Scenario{
-		{Rows: func(Config) []string { return latencyOps }, Run: runLatency},
+		{Rows: func(Config) []string { return latencyOps }, RunAll: runLatency},
 		{Rows: func(Config) []string { return loadRows() }, Run: runLoad},
 		{Rows: func(Config) []string { return []string{streamBase64} }, Run: runStream},
 	}
@@ -48,56 +53,107 @@ const (
 	rowSlack = 2 * time.Minute
 )
 
-func runLatency(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
-	cl, err := s.NewClient(0)
-	if err != nil {
-		return nil, err
+// latencyRounds is how many turns each target gets per row. The machines
+// are shared and their load drifts over seconds, so targets that are
+// compared (the ratios, the targets relative to a raw baseline) take
+// turns, each turn OpTime/latencyRounds long, in an order that rotates:
+// every target sees the same machine.
+const latencyRounds = 10
+
+// runLatency measures each row on every session, one caller at a time,
+// the sessions taking turns.
+func runLatency(ctx context.Context, env *Env, sessions []*Session, rows []string) ([][]Result, error) {
+	clients := make([]Client, len(sessions))
+	for i, s := range sessions {
+		cl, err := s.NewClient(0)
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = cl
 	}
-	var out []Result
+	out := make([][]Result, len(sessions))
 	for _, name := range rows {
-		op, ok := cl[name]
-		if !ok {
+		var turns []*latencyTurns
+		for i, cl := range clients {
+			if op, ok := cl[name]; ok {
+				turns = append(turns, &latencyTurns{session: i, s: sessions[i], op: op})
+			}
+		}
+		if len(turns) == 0 {
 			continue
 		}
-		res, err := latencyRow(ctx, env, s, name, op)
-		if err != nil {
+		if err := latencyRow(ctx, env, name, turns); err != nil {
 			return out, err
 		}
-		out = append(out, res)
+		for _, t := range turns {
+			res := Result{Name: name, Stats: t.rec.Stats(), Usage: t.usage}
+			if b := rowBytes[name]; b > 0 && res.P50 > 0 {
+				res.MBps = float64(b) / 1e6 / res.P50.Seconds()
+			}
+			out[t.session] = append(out[t.session], res)
+		}
 	}
 	return out, nil
 }
 
-// latencyRow measures one op. Failed calls, warm-up included, are
-// counted as the row's errors; they do not stop the row.
-func latencyRow(ctx context.Context, env *Env, s *Session, name string, op Op) (Result, error) {
+// latencyTurns is one session's share of a row.
+type latencyTurns struct {
+	session int
+	s       *Session
+	op      Op
+	rec     Recorder
+	usage   Usage // peak RSS over the turns, CPU summed
+}
+
+// latencyRow warms every session's op up, then gives each its turns.
+// Failed calls, warm-up included, are counted as the row's errors; they
+// do not stop the row.
+func latencyRow(ctx context.Context, env *Env, name string, turns []*latencyTurns) error {
 	ctx, cancel := context.WithTimeout(ctx, env.Config.OpTime+rowSlack)
 	defer cancel()
-	var rec Recorder
-	for range warmupCalls {
-		if err := op(ctx); err != nil {
-			rec.Fail(fmt.Errorf("warm-up: %w", err))
+	for _, t := range turns {
+		for range warmupCalls {
+			if err := t.op(ctx); err != nil {
+				t.rec.Fail(fmt.Errorf("warm-up: %w", err))
+			}
 		}
 	}
-	proc := StartSampler(s.PID, env.Config.SampleEvery)
+	slice := env.Config.OpTime / latencyRounds
+	for round := range latencyRounds {
+		for k := range turns {
+			t := turns[(round+k)%len(turns)]
+			calls := 0
+			if round == latencyRounds-1 {
+				calls = minCalls - t.rec.Stats().Count // at least minCalls in all
+			}
+			if err := t.turn(ctx, name, slice, calls, env.Config.SampleEvery); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// turn calls the op for d, and at least min times.
+func (t *latencyTurns) turn(ctx context.Context, name string, d time.Duration, min int, sampleEvery time.Duration) error {
+	proc := StartSampler(t.s.PID, sampleEvery)
 	start := time.Now()
-	deadline := start.Add(env.Config.OpTime)
-	rec.Start(start)
-	for i := 0; i < maxCalls && (i < minCalls || time.Now().Before(deadline)); i++ {
+	deadline := start.Add(d)
+	t.rec.Start(start)
+	for i := 0; i < maxCalls/latencyRounds && (i < min || time.Now().Before(deadline)); i++ {
 		if err := ctx.Err(); err != nil {
 			proc.Stop()
-			return Result{}, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		t0 := time.Now()
-		err := op(ctx)
-		rec.Record(time.Since(t0), err)
+		err := t.op(ctx)
+		t.rec.Record(time.Since(t0), err)
 	}
-	rec.Stop(time.Now())
-	res := Result{Name: name, Stats: rec.Stats(), Usage: proc.Stop()}
-	if b := rowBytes[name]; b > 0 && res.P50 > 0 {
-		res.MBps = float64(b) / 1e6 / res.P50.Seconds()
-	}
-	return res, nil
+	t.rec.Stop(time.Now())
+	u := proc.Stop()
+	t.usage.PeakRSS = max(t.usage.PeakRSS, u.PeakRSS)
+	t.usage.CPU += u.CPU
+	return nil
 }
 
 // loadMixed is the mixed workload of many concurrent clients: read,
