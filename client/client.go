@@ -49,10 +49,14 @@ func New(baseURL, token string, opts ...Option) *Client {
 }
 
 // defaultTransport keeps enough idle connections for a host that runs many
-// tool calls in parallel against one broker (the default keeps two).
+// tool calls in parallel against one broker (the default keeps two), and
+// buffers 64 KiB each way instead of 4 KiB, so that a request carrying a
+// small file goes out in one write and a 4 KiB read comes in with one.
 func defaultTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
+	t.WriteBufferSize = 64 << 10
+	t.ReadBufferSize = 64 << 10
 	return t
 }
 

@@ -57,6 +57,12 @@ func (w *Workspace) WriteFile(ctx context.Context, path string, r io.Reader) err
 		return err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() > 0 {
+		// An in-memory body of known size (bytes.Reader, strings.Reader,
+		// bytes.Buffer) goes with its length rather than chunked: a
+		// small file then leaves in the same write as the headers.
+		req.ContentLength = int64(l.Len())
+	}
 	resp, err := w.c.hc.Do(req)
 	up.finish()
 	if uerr := up.failure(); uerr != nil {
