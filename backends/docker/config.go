@@ -83,9 +83,10 @@ type Config struct {
 	// used for this long; a running command counts as use. Zero: never.
 	IdleTTL time.Duration `json:"idleTTL" yaml:"idleTTL"`
 	// SFTPServer chooses the SFTP server that serves file operations
-	// inside the container: "auto" (default: the image's, found at one of
-	// ImageSFTPServers, else the injected binary), "image" (only the
-	// image's; nothing is mounted), "inject" (only the broker's own).
+	// inside the container: "auto" (default: the injected binary when
+	// there is one, else the image's, found at one of ImageSFTPServers),
+	// "image" (only the image's; nothing is mounted), "inject" (only the
+	// broker's own).
 	SFTPServer string `json:"sftpServer" yaml:"sftpServer"`
 	// SFTPServerBinary is the broker's static SFTP server
 	// (cmd/wsb-sftp-server) on the engine's host, bind-mounted read-only

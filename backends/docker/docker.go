@@ -220,14 +220,16 @@ func checkStatic(p string) error {
 }
 
 // sftpServers are the candidate server paths inside a container, in the
-// order the channel tries them.
+// order the channel tries them. The broker's own comes first when it is
+// mounted: it writes a small file in one round trip (atomic-write), where
+// OpenSSH's needs three.
 func (b *Backend) sftpServers() []string {
 	var s []string
-	if b.cfg.SFTPServer != SFTPInject {
-		s = append(s, b.cfg.ImageSFTPServers...)
-	}
 	if b.cfg.SFTPServer != SFTPImage {
 		s = append(s, InjectedSFTPServer)
+	}
+	if b.cfg.SFTPServer != SFTPInject {
+		s = append(s, b.cfg.ImageSFTPServers...)
 	}
 	return s
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// TestConformanceInjectedServer runs the shared suite with the broker's
-// own SFTP server (pkg/sftp's) in place of the image's OpenSSH one.
-func TestConformanceInjectedServer(t *testing.T) {
-	b := newBackend(t, func(c *docker.Config) { c.SFTPServer = docker.SFTPInject })
+// TestConformanceImageServer runs the shared suite with the image's
+// OpenSSH sftp-server in place of the broker's own (the default when the
+// broker's binary is there), so both servers' paths stay covered.
+func TestConformanceImageServer(t *testing.T) {
+	b := newBackend(t, func(c *docker.Config) { c.SFTPServer = docker.SFTPImage })
 	backendtest.Run(t, backendtest.Options{Confined: false, New: func(t *testing.T) opsapi.Workspace {
 		return create(t, b, nil)
 	}})

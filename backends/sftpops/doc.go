@@ -28,6 +28,11 @@
 // that could not be removed because the channel died is removed on a later
 // write.
 //
+// A server that advertises atomic-write@wsbroker.dev (the broker's own,
+// package backends/sftpserver) gets a file of up to 64 KiB in one request
+// instead: the server does the same steps inside the workspace, and the
+// write costs one round trip instead of three.
+//
 // # Errors
 //
 // Every error is an *opsapi.Error with a kind. SFTP v3 servers report only

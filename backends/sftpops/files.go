@@ -2,6 +2,7 @@ package sftpops
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/wsbroker/wsbroker/backends/sftpserver"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -201,6 +203,16 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 		return MapErr(op, p, err)
 	}
 	f.removeOrphans(c)
+	if _, ok := c.HasExtension(sftpserver.AtomicWrite); ok {
+		data, whole, err := readUpTo(ctxReader{ctx, r}, sftpserver.MaxAtomicWrite)
+		if err != nil {
+			return MapErr(op, p, err)
+		}
+		if whole {
+			return MapErr(op, p, f.atomicWrite(ctx, c, abs, data))
+		}
+		r = io.MultiReader(bytes.NewReader(data), r)
+	}
 
 	// Every step waits for ctx, except the final rename: once the data
 	// is complete, the replace either happens or fails, never half.
@@ -320,6 +332,37 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 		f.log.Warn("closing a written file failed after its rename", "path", target, "err", err)
 	}
 	return nil
+}
+
+// readUpTo reads r to its end if that comes within limit bytes (whole),
+// else returns the limit+1 bytes read so far.
+func readUpTo(r io.Reader, limit int) (data []byte, whole bool, err error) {
+	buf := make([]byte, limit+1)
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return buf[:n], true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return buf, false, nil
+}
+
+// atomicWrite replaces abs with data in one request to a server with the
+// atomic-write@wsbroker.dev extension (package backends/sftpserver), which
+// does inside the workspace what WriteFile's other path does in three
+// round trips: link followed, temporary file, old mode and owner, fsync
+// unless NoSync, rename. Like that path's rename, the request, once sent,
+// is waited for whatever ctx does: the replace happens whole or not at all.
+func (f *FS) atomicWrite(ctx context.Context, c *sftp.Client, abs string, data []byte) error {
+	ext := []sftp.StatExtended{{ExtType: sftpserver.AtomicWrite, ExtData: string(data)}}
+	if !f.opt.NoSync {
+		ext = append(ext, sftp.StatExtended{ExtType: sftpserver.AtomicWriteSync, ExtData: "1"})
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.SetExtendedData(abs, ext)
 }
 
 // keepMode gives the temporary file mode unless the server creates files

@@ -19,6 +19,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/wsbroker/wsbroker/backends/sftpops"
+	"github.com/wsbroker/wsbroker/backends/sftpserver"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -37,6 +38,7 @@ type server struct {
 var servers = []server{
 	{"openssh", startOpenSSH},
 	{"pkgsftp", startPkgSftp},
+	{"wsbserver", startWsbServer}, // small writes take atomic-write@wsbroker.dev
 }
 
 func startOpenSSH(t *testing.T) (*sftp.Client, func()) {
@@ -88,6 +90,29 @@ func startPkgSftp(t *testing.T) (*sftp.Client, func()) {
 	c, err := sftp.NewClientPipe(cr, cw, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		t.Fatal(err)
+	}
+	kill := func() {
+		sw.CloseWithError(io.ErrClosedPipe)
+		sr.CloseWithError(io.ErrClosedPipe)
+	}
+	t.Cleanup(func() { kill(); c.Close() })
+	return c, kill
+}
+
+// startWsbServer runs the broker's own server (package sftpserver), which
+// the docker backend injects into containers.
+func startWsbServer(t *testing.T) (*sftp.Client, func()) {
+	cr, sw := io.Pipe() // server to client
+	sr, cw := io.Pipe() // client to server
+	// Serve ends with an error once kill closes the pipes; that is the
+	// test's own doing, not a failure.
+	go func() { _ = sftpserver.Serve(sr, sw) }()
+	c, err := sftp.NewClientPipe(cr, cw, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.HasExtension(sftpserver.AtomicWrite); !ok {
+		t.Fatal("the server does not advertise atomic-write")
 	}
 	kill := func() {
 		sw.CloseWithError(io.ErrClosedPipe)

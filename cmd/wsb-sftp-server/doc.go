@@ -1,14 +1,16 @@
 // Command wsb-sftp-server is an SFTP server on its standard input and
-// output, for workspace containers whose image ships no sftp-server.
+// output, for workspace containers.
 //
 // # Overview
 //
 // The docker backend bind-mounts this binary read-only into every
-// container it creates (at /.wsbroker/sftp-server) and, when the image has
-// no OpenSSH sftp-server, runs it in one long-lived exec whose stdio
-// carries the workspace's file operations. It is github.com/pkg/sftp's
-// server (SFTP v3 with posix-rename@openssh.com, statvfs@openssh.com and
-// hardlink@openssh.com) serving the container's filesystem as the
+// container it creates (at /.wsbroker/sftp-server) and runs it in one
+// long-lived exec whose stdio
+// carries the workspace's file operations. It is package
+// backends/sftpserver: github.com/pkg/sftp's server (SFTP v3 with
+// posix-rename@openssh.com, statvfs@openssh.com and hardlink@openssh.com)
+// plus atomic-write@wsbroker.dev, which replaces a small file in one round
+// trip instead of three, serving the container's filesystem as the
 // container's user; it has no configuration and opens no socket.
 //
 // It must be statically linked, since it runs in images that share
