@@ -5,10 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,5 +412,58 @@ func TestCallToolCancelGetsTheAbortedResult(t *testing.T) {
 		if !res.IsError || len(res.Content) != 1 || res.Content[0].Text != "before\n\n\nCommand aborted" {
 			t.Fatalf("streamed=%v: result %+v, want pi's aborted text after the output", streamed, res)
 		}
+	}
+}
+
+// TestCallsShareOneConnection: every kind of call, streamed ones included,
+// leaves its connection ready for the next, so a caller making calls one
+// after another opens one connection (a stream closed before its end
+// would cost each exec a new one).
+func TestCallsShareOneConnection(t *testing.T) {
+	lb, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	srv, err := broker.New(broker.Config{Tokens: []string{testToken}}, map[string]opsapi.Backend{lb.Name(): lb}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	var conns atomic.Int32
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := client.New(ts.URL, testToken)
+	ws := newWorkspace(t, c)
+	ctx := t.Context()
+	before := conns.Load()
+	for i := range 3 {
+		if err := ws.WriteFile(ctx, "f.txt", strings.NewReader(strings.Repeat("x", 4096))); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, ws, "f.txt"); len(got) != 4096 {
+			t.Fatalf("read %d bytes", len(got))
+		}
+		if res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "echo hi"}); err != nil || res.ExitCode != 0 {
+			t.Fatal(res, err)
+		}
+		if _, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "true", Cwd: "missing"}); !errors.Is(err, opsapi.ErrNotExist) {
+			t.Fatalf("exec in a missing directory: %v", err)
+		}
+		args := json.RawMessage(`{"command":"echo ` + fmt.Sprint(i) + `"}`)
+		if res, err := ws.CallTool(ctx, "bash", args, nil); err != nil || res.IsError {
+			t.Fatal(res, err)
+		}
+		if res, err := ws.CallTool(ctx, "bash", args, func(tools.Result) {}); err != nil || res.IsError {
+			t.Fatal(res, err)
+		}
+	}
+	if n := conns.Load() - before; n > 1 {
+		t.Fatalf("%d connections for calls made one after another, want at most 1", n)
 	}
 }

@@ -72,7 +72,14 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		}
 		return opsapi.ExecResult{}, err
 	}
-	defer resp.Body.Close()
+	final := false // the stream's last line is in: read its end, keep the connection
+	defer func() {
+		if final {
+			sc.finish(resp.Body)
+		} else {
+			resp.Body.Close()
+		}
+	}()
 
 	lines := newLineReader(resp.Body)
 	var out []byte // decoded output, reused
@@ -109,8 +116,10 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 				}
 			}
 		case "exit":
+			final = true
 			return line.ExecResult, nil
 		case "error":
+			final = true
 			return opsapi.ExecResult{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
 		default:
 			// Unknown line types are future extensions; skip them.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http/httptrace"
 	"sync"
@@ -79,4 +80,22 @@ func (sc *streamCancel) close() {
 	}
 	sc.mu.Unlock()
 	sc.hardAbort()
+}
+
+// drainGrace bounds the wait for the end of a stream whose final line has
+// arrived; the broker ends it as soon as the call's record is written.
+const drainGrace = time.Second
+
+// maxDrain bounds what is read past a stream's final line.
+const maxDrain = 64 << 10
+
+// finish closes the body of a stream whose final line has been read. It
+// first reads the stream's end (the chunked encoding's last chunk follows
+// the final line): a body closed before its end costs the connection, and
+// the next call a new one.
+func (sc *streamCancel) finish(body io.ReadCloser) {
+	t := time.AfterFunc(drainGrace, sc.hardAbort)
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	t.Stop()
+	_ = body.Close()
 }

@@ -50,13 +50,21 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 		}
 		return tools.Result{}, err
 	}
-	defer resp.Body.Close()
+	final := false // the last value is in: read the body's end, keep the connection
+	defer func() {
+		if final {
+			sc.finish(resp.Body)
+		} else {
+			resp.Body.Close()
+		}
+	}()
 	dec := json.NewDecoder(resp.Body)
 	if onUpdate == nil {
 		var res tools.Result
 		if err := dec.Decode(&res); err != nil {
 			return tools.Result{}, decodeError(ctx, req.Method, req.URL.Path, err)
 		}
+		final = true
 		return res, nil
 	}
 	for {
@@ -77,8 +85,10 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 		case "update":
 			onUpdate(line.Result)
 		case "result":
+			final = true
 			return line.Result, nil
 		case "error":
+			final = true
 			return tools.Result{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
 		}
 	}
