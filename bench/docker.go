@@ -197,12 +197,16 @@ func dockerRaw() Target {
 				return nil, errors.Join(err, done(ctx))
 			}
 			cid, file := ws.ContainerID(), path.Join(ws.Root(), file4K)
+			rawTrue := func(ctx context.Context) error { return rawExec(ctx, api, cid, []string{"true"}, 0) }
 			return &Session{
 				PID: os.Getpid(),
 				NewClient: func(int) (Client, error) {
 					return Client{
-						opExecTrue: func(ctx context.Context) error { return rawExec(ctx, api, cid, []string{"true"}, 0) },
-						opRead4K:   func(ctx context.Context) error { return rawExec(ctx, api, cid, []string{"cat", file}, size4K) },
+						opExecTrue: rawTrue,
+						// The bash tool's baseline too, measured in the
+						// same turns as the tool's row.
+						toolBashTrue: rawTrue,
+						opRead4K:     func(ctx context.Context) error { return rawExec(ctx, api, cid, []string{"cat", file}, size4K) },
 					}, nil
 				},
 				Close: func(ctx context.Context) error { return errors.Join(api.Close(), done(ctx)) },

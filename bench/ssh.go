@@ -287,6 +287,14 @@ func sshRaw() Target {
 			if err := sftpPut(fc, file, content4K); err != nil {
 				return nil, errors.Join(err, closeAll(ctx))
 			}
+			rawTrue := func(context.Context) error {
+				s, err := conn.NewSession()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				return s.Run("true")
+			}
 			return &Session{
 				PID: os.Getpid(),
 				NewClient: func(int) (Client, error) {
@@ -305,14 +313,10 @@ func sshRaw() Target {
 							}
 							return err
 						},
-						opExecTrue: func(context.Context) error {
-							s, err := conn.NewSession()
-							if err != nil {
-								return err
-							}
-							defer s.Close()
-							return s.Run("true")
-						},
+						opExecTrue: rawTrue,
+						// The bash tool's baseline too, measured in
+						// the same turns as the tool's row.
+						toolBashTrue: rawTrue,
 					}, nil
 				},
 				Close: func(ctx context.Context) error {
