@@ -1,6 +1,7 @@
 package sftpserver
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -28,9 +29,8 @@ const (
 const MaxAtomicWrite = 64 << 10
 
 // maxPacket bounds an incoming packet, so a broken or hostile peer cannot
-// make the server allocate without limit: pkg/sftp's own bound on what a
-// client sends, or an AtomicWrite request with room for its path.
-const maxPacket = MaxAtomicWrite + 64<<10
+// make the server allocate without limit: OpenSSH's bound on a message.
+const maxPacket = 256 << 10
 
 // SFTP packet types and attribute flags this package reads or writes.
 const (
@@ -64,20 +64,24 @@ const (
 // Serve serves SFTP on in and out until in ends, then waits for the
 // requests in flight and returns (nil at a clean end of input).
 func Serve(in io.Reader, out io.Writer) error {
-	w := &packetWriter{out: out}
-	pr, pw := io.Pipe()
-	srv, err := sftp.NewServer(pipeConn{r: pr, w: w})
+	w := newPacketWriter(out)
+	toServer := newPacketQueue()
+	srv, err := sftp.NewServer(pipeConn{r: toServer, w: w})
 	if err != nil {
+		w.close()
 		return err
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 
-	readErr := dispatch(in, pw, w)
-	pw.CloseWithError(readErr)
+	readErr := dispatch(bufio.NewReaderSize(in, 64<<10), toServer, w)
+	toServer.closeWithError(readErr)
 	err = <-served
 	if errors.Is(err, io.EOF) {
 		err = nil
+	}
+	if werr := w.close(); err == nil && werr != nil && readErr == io.EOF {
+		err = werr
 	}
 	if !errors.Is(readErr, io.EOF) { // dispatch only ends with an error
 		return readErr
@@ -342,17 +346,68 @@ func (r *reader) bytes() []byte {
 // writes a packet's header and payload separately, and the AtomicWrite
 // replies must not land between them. It also adds AtomicWrite to the
 // server's VERSION reply.
+//
+// Packets are queued and a goroutine of its own writes whatever has
+// queued in one write: a lone reply goes out at once, and the replies of
+// a large read, produced while the previous write is still on its way,
+// leave together. Every write is a wake-up for each process the stream
+// passes through (the container runtime's shim and dockerd, for an exec),
+// so fewer, larger writes carry more.
 type packetWriter struct {
 	mu      sync.Mutex
+	wake    *sync.Cond
 	out     io.Writer
 	pending []byte // pkg/sftp's bytes of an unfinished packet
-	versed  bool   // the VERSION reply has gone out
+	queue   []byte // whole packets waiting for the writer
+	spare   []byte // the writer's last buffer, reused
+	err     error  // the first write error; every later Write returns it
+	closed  bool
+	done    chan struct{}
+	versed  bool // the VERSION reply has gone out
 }
 
-// Write takes pkg/sftp's output and passes on each packet once complete.
+func newPacketWriter(out io.Writer) *packetWriter {
+	w := &packetWriter{out: out, done: make(chan struct{})}
+	w.wake = sync.NewCond(&w.mu)
+	go w.run()
+	return w
+}
+
+// run writes the queue out until close, then what is left.
+func (w *packetWriter) run() {
+	defer close(w.done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for len(w.queue) == 0 && !w.closed {
+			w.wake.Wait()
+		}
+		if len(w.queue) == 0 {
+			return
+		}
+		buf := w.queue
+		w.queue = w.spare[:0]
+		w.mu.Unlock()
+		_, err := w.out.Write(buf)
+		w.mu.Lock()
+		w.spare = buf
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		if w.err != nil {
+			w.queue = w.queue[:0]
+			w.wake.Broadcast()
+		}
+	}
+}
+
+// Write takes pkg/sftp's output and queues each packet once complete.
 func (w *packetWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
 	w.pending = append(w.pending, p...)
 	for len(w.pending) >= 4 {
 		n := 4 + int(binary.BigEndian.Uint32(w.pending))
@@ -364,23 +419,36 @@ func (w *packetWriter) Write(p []byte) (int, error) {
 			w.versed = true
 			pkt = advertise(pkt)
 		}
-		if _, err := w.out.Write(pkt); err != nil {
-			return 0, err
-		}
+		w.queue = append(w.queue, pkt...)
 		w.pending = w.pending[n:]
 	}
 	if len(w.pending) == 0 {
-		w.pending = w.pending[:0:0] // do not keep a large payload's buffer
+		w.pending = w.pending[:0]
 	}
+	w.wake.Broadcast()
 	return len(p), nil
 }
 
-// writePacket writes one complete packet of this package's own.
+// writePacket queues one complete packet of this package's own.
 func (w *packetWriter) writePacket(pkt []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, err := w.out.Write(pkt)
-	return err
+	if w.err != nil {
+		return w.err
+	}
+	w.queue = append(w.queue, pkt...)
+	w.wake.Broadcast()
+	return nil
+}
+
+// close writes what is queued and stops the writer.
+func (w *packetWriter) close() error {
+	w.mu.Lock()
+	w.closed = true
+	w.wake.Broadcast()
+	w.mu.Unlock()
+	<-w.done
+	return w.err
 }
 
 // advertise returns the VERSION packet pkt with AtomicWrite's pair added.
@@ -393,13 +461,73 @@ func advertise(pkt []byte) []byte {
 	return b
 }
 
+// packetQueue carries the requests the dispatcher passes on to pkg/sftp's
+// server. Unlike io.Pipe, a write does not wait for the reader: the
+// sixteen reads of a large file's chunk are handed over in one go, not
+// one goroutine switch each.
+type packetQueue struct {
+	mu   sync.Mutex
+	more *sync.Cond
+	buf  []byte
+	off  int
+	err  error // set once the dispatcher stops; reads drain buf first
+}
+
+func newPacketQueue() *packetQueue {
+	q := &packetQueue{}
+	q.more = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *packetQueue) Write(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return 0, io.ErrClosedPipe
+	}
+	if q.off == len(q.buf) {
+		q.buf, q.off = q.buf[:0], 0
+	}
+	q.buf = append(q.buf, p...)
+	q.more.Broadcast()
+	return len(p), nil
+}
+
+func (q *packetQueue) Read(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.off == len(q.buf) && q.err == nil {
+		q.more.Wait()
+	}
+	if q.off == len(q.buf) {
+		return 0, q.err
+	}
+	n := copy(p, q.buf[q.off:])
+	q.off += n
+	return n, nil
+}
+
+// closeWithError ends the queue: reads return err (io.EOF when nil) once
+// what is queued has been read.
+func (q *packetQueue) closeWithError(err error) {
+	if err == nil {
+		err = io.EOF
+	}
+	q.mu.Lock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.more.Broadcast()
+	q.mu.Unlock()
+}
+
 // pipeConn is pkg/sftp's side of the server: requests from the
-// dispatcher's pipe, replies to the packetWriter.
+// dispatcher's queue, replies to the packetWriter.
 type pipeConn struct {
-	r *io.PipeReader
+	r *packetQueue
 	w *packetWriter
 }
 
 func (c pipeConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c pipeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
-func (c pipeConn) Close() error                { return c.r.Close() }
+func (c pipeConn) Close() error                { c.r.closeWithError(io.ErrClosedPipe); return nil }
