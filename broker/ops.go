@@ -595,13 +595,13 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, code := ToHTTP(err)
-		out.line(ExecLine{Type: "error", Code: code, Detail: err.Error()})
+		out.last(ExecLine{Type: "error", Code: code, Detail: err.Error()})
 		return
 	}
 	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
 		ev.Result = &audit.Result{ExitCode: &result.ExitCode}
 	})
-	out.line(ExecExit{Type: "exit", ExecResult: result})
+	out.last(ExecExit{Type: "exit", ExecResult: result})
 }
 
 // execStream turns the command's output into NDJSON lines. Headers go out
@@ -631,6 +631,14 @@ func (e *execStream) line(v any) {
 	defer e.mu.Unlock()
 	e.start()
 	e.lw.write(v)
+}
+
+// last writes the final line (see lineWriter.last).
+func (e *execStream) last(v any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.start()
+	e.lw.last(v)
 }
 
 // Write never fails: once the client is gone the request context kills the

@@ -80,7 +80,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
 		lw.write(StreamLine{Type: "update", Result: u})
 	})
-	lw.write(StreamLine{Type: "result", Result: result})
+	lw.last(StreamLine{Type: "result", Result: result})
 }
 
 // acceptsNDJSON reports whether the client asked for the streaming form.
@@ -196,6 +196,22 @@ func newLineWriter(w http.ResponseWriter) *lineWriter {
 }
 
 func (lw *lineWriter) write(v any) {
+	lw.put(v)
+	if lw.failed {
+		return
+	}
+	if err := lw.rc.Flush(); err != nil {
+		lw.failed = true
+	}
+}
+
+// last writes the stream's final line without flushing it: net/http sends
+// it with the stream's end once the handler returns, in one write, so the
+// client (which reads to the end to keep the connection) wakes once for
+// both instead of twice.
+func (lw *lineWriter) last(v any) { lw.put(v) }
+
+func (lw *lineWriter) put(v any) {
 	if lw.failed {
 		return
 	}
@@ -204,10 +220,6 @@ func (lw *lineWriter) write(v any) {
 		panic(err) // only the broker's own line types get here
 	}
 	if _, err := lw.w.Write(append(b, '\n')); err != nil {
-		lw.failed = true
-		return
-	}
-	if err := lw.rc.Flush(); err != nil {
 		lw.failed = true
 	}
 }
