@@ -30,8 +30,10 @@ const (
 const readBufSize = 32 << 10
 
 // bigReadSize is one read of a large file: pkg/sftp's ReadAt splits it
-// into packet-sized requests that are all in flight at once.
-const bigReadSize = 512 << 10
+// into packet-sized requests, up to 64 of them in flight at once. 2 MiB
+// keeps all 64 busy: over a docker exec 8 MiB took 63 ms with OpenSSH's
+// server and 93 ms with pkg/sftp's, against 84 and 133 ms at 512 KiB.
+const bigReadSize = 2 << 20
 
 // maxLinks bounds the symbolic links WriteFile follows, as the kernel's
 // ELOOP does.
@@ -77,7 +79,14 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if size == 0 || size > readBufSize {
 		// Large, or a pseudo-file (/proc, cgroupfs) whose size of 0
 		// says nothing: read to EOF.
-		r.br = bufio.NewReaderSize(io.NewSectionReader(file, 0, 1<<62), bigReadSize)
+		buf := bigReadSize
+		switch {
+		case size == 0:
+			buf = 2 * readBufSize // a pseudo-file: small, whatever it claims
+		case size < bigReadSize:
+			buf = int(size) + readBufSize // all of it and its end in one read
+		}
+		r.br = bufio.NewReaderSize(io.NewSectionReader(file, 0, 1<<62), buf)
 	}
 	return r, nil
 }
