@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -231,7 +229,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	}
 	create := func(target string) (created, error) {
 		dir, base := path.Split(target)
-		tmp := path.Join(dir, tempName(base))
+		tmp := path.Join(dir, sftpserver.TempName(base))
 		file, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 		return created{file, tmp}, err
 	}
@@ -532,16 +530,6 @@ func (f *FS) Orphans() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// tempName is the temporary file's name for base, kept under NAME_MAX.
-func tempName(base string) string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	if len(base) > 200 {
-		base = base[:200]
-	}
-	return "." + base + ".tmp-" + hex.EncodeToString(b)
 }
 
 // ctxReader reads from r until ctx ends.

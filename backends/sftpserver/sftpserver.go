@@ -183,7 +183,7 @@ func atomicWrite(p string, data []byte, sync bool) error {
 		return &os.PathError{Op: "write", Path: p, Err: syscall.EISDIR}
 	}
 	dir, base := path.Split(target)
-	tmp := path.Join(dir, tempName(base))
+	tmp := path.Join(dir, TempName(base))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) // pkg/sftp's mode for a new file
 	if err != nil {
 		return err
@@ -251,9 +251,10 @@ func finalTarget(p string) (string, os.FileInfo, error) {
 	return "", nil, &os.PathError{Op: "write", Path: p, Err: syscall.ELOOP}
 }
 
-// tempName is the temporary file's name beside base: the pattern
-// backends/sftpops uses, so both clean up after each other alike.
-func tempName(base string) string {
+// TempName is the name of a temporary file that will replace base:
+// hidden, marked, random, and short enough for NAME_MAX. Both write paths
+// (this server's and package sftpops's over plain SFTP) use it.
+func TempName(base string) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	if len(base) > 200 {
