@@ -84,9 +84,29 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 		case size < bigReadSize:
 			buf = int(size) + readBufSize // all of it and its end in one read
 		}
-		r.br = bufio.NewReaderSize(io.NewSectionReader(file, 0, 1<<62), buf)
+		r.br = bufio.NewReaderSize(&fileReader{f: file, size: size}, buf)
 	}
 	return r, nil
+}
+
+// fileReader reads a file from the start. pkg/sftp's ReadAt takes a reply
+// shorter than asked for the file's end, but a server may answer short
+// anywhere (a smaller read limit than the client's packets, a pseudo-file
+// read a page at a time): before the size the stat gave, or when it gave
+// none, only an empty reply is the end.
+type fileReader struct {
+	f    *sftp.File
+	off  int64
+	size int64 // from the stat; 0 when it says nothing
+}
+
+func (r *fileReader) Read(b []byte) (int, error) {
+	n, err := r.f.ReadAt(b, r.off)
+	r.off += int64(n)
+	if errors.Is(err, io.EOF) && n > 0 && (r.size == 0 || r.off < r.size) {
+		err = nil // ask again from here
+	}
+	return n, err
 }
 
 // reader is an open remote file whose reads fail once ctx ends.
@@ -117,16 +137,18 @@ func (r *reader) Read(b []byte) (int, error) {
 	if int64(len(b)) > r.left {
 		b = b[:r.left]
 	}
-	// ReadAt fills b or fails: a regular file gives a whole read or a
-	// short one followed by EOF.
+	// ReadAt fills b or fails; a short reply with EOF may still not be
+	// the end (see fileReader): the next Read asks again from there.
 	n, err := r.f.ReadAt(b, r.off)
 	r.off += int64(n)
 	r.left -= int64(n)
 	switch {
-	case err == io.EOF:
+	case err == io.EOF && n == 0:
 		r.left = 0 // shrank since the stat
-		if n > 0 {
-			err = nil
+	case err == io.EOF:
+		err = nil
+		if r.left == 0 {
+			err = io.EOF
 		}
 	case err != nil:
 		err = MapErr(r.op, r.path, err)

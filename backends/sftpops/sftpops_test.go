@@ -531,3 +531,46 @@ func TestReadsPseudoFiles(t *testing.T) {
 		}
 	})
 }
+
+// TestShortRepliesAreNotTheEnd: a server whose reads are shorter than the
+// client asks for (here pkg/sftp's, which caps a reply at 32 KiB, under a
+// client asking 64 KiB) still gives whole files, large, small and growing
+// past their stat; pkg/sftp's ReadAt alone takes the first short reply
+// for the end and returned 32 KiB of 3 MiB without an error.
+func TestShortRepliesAreNotTheEnd(t *testing.T) {
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, err := sftp.NewServer(pipeRWC{sr, sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	c, err := sftp.NewClientPipe(cr, cw, sftp.UseConcurrentWrites(true), sftp.MaxPacketUnchecked(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close(); sr.Close(); c.Close() })
+	root := t.TempDir()
+	fsys := sftpops.New(sftpops.Fixed(c), root, sftpops.Options{Logger: testutil.Logger(t)})
+	want := make([]byte, 3<<20+123)
+	for i := range want {
+		want[i] = byte(i*13 + i/4096)
+	}
+	for _, n := range []int{len(want), 50 << 10, 40 << 10} {
+		must(t, os.WriteFile(filepath.Join(root, "f"), want[:n], 0o644))
+		if got := read(t, fsys, "f"); got != string(want[:n]) {
+			t.Fatalf("a %d-byte file read as %d bytes", n, len(got))
+		}
+	}
+	// A small file that grows after its stat is read to its new end.
+	must(t, os.WriteFile(filepath.Join(root, "grows"), want[:20<<10], 0o644))
+	rc, err := fsys.Open(ctx(t), "grows")
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(root, "grows"), want[:30<<10], 0o644))
+	got, err := io.ReadAll(rc)
+	must(t, err)
+	rc.Close()
+	if len(got) < 20<<10 || !bytes.Equal(got, want[:len(got)]) {
+		t.Fatalf("a growing file read as %d bytes", len(got))
+	}
+}
