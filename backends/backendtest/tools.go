@@ -456,7 +456,9 @@ func (s *suite) toolBash(t *testing.T) {
 		eq(t, "read of the full output", page, "2990\n2991\n2992\n2993\n2994\n2995\n2996\n2997\n2998\n2999\n3000\n")
 	})
 	t.Run("late_output_of_a_background_subshell_is_captured", func(t *testing.T) {
-		_, tb := s.toolsFor(t, tools.Options{})
+		// Serial, as Exec's case of the same name: timed against the
+		// idle grace.
+		tb := tools.New(s.serial(t), tools.Options{})
 		eq(t, "text", ok(t, tb, "bash", `{"command":"(sleep 0.02; echo late) & echo early"}`), "early\nlate\n")
 	})
 	t.Run("UTF8_euro_and_invalid_bytes_decode_as_TextDecoder", func(t *testing.T) {
