@@ -73,13 +73,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, err
 	}
 	final := false // the stream's last line is in: read its end, keep the connection
-	defer func() {
-		if final {
-			sc.finish(resp.Body)
-		} else {
-			resp.Body.Close()
-		}
-	}()
+	defer func() { sc.closeBody(resp.Body, final) }()
 
 	lines := newLineReader(resp.Body)
 	var out []byte // decoded output, reused

@@ -89,13 +89,16 @@ const drainGrace = time.Second
 // maxDrain bounds what is read past a stream's final line.
 const maxDrain = 64 << 10
 
-// finish closes the body of a stream whose final line has been read. It
-// first reads the stream's end (the chunked encoding's last chunk follows
-// the final line): a body closed before its end costs the connection, and
-// the next call a new one.
-func (sc *streamCancel) finish(body io.ReadCloser) {
-	t := time.AfterFunc(drainGrace, sc.hardAbort)
-	_, _ = io.CopyN(io.Discard, body, maxDrain)
-	t.Stop()
+// closeBody closes a stream's body. When its final line has been read
+// (final), it first reads the stream's end (the chunked encoding's last
+// chunk follows the final line): a body closed before its end costs the
+// connection, and the next call a new one. Otherwise it closes at once,
+// so the broker sees the client gone and stops the call.
+func (sc *streamCancel) closeBody(body io.ReadCloser, final bool) {
+	if final {
+		t := time.AfterFunc(drainGrace, sc.hardAbort)
+		_, _ = io.CopyN(io.Discard, body, maxDrain)
+		t.Stop()
+	}
 	_ = body.Close()
 }

@@ -51,13 +51,7 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 		return tools.Result{}, err
 	}
 	final := false // the last value is in: read the body's end, keep the connection
-	defer func() {
-		if final {
-			sc.finish(resp.Body)
-		} else {
-			resp.Body.Close()
-		}
-	}()
+	defer func() { sc.closeBody(resp.Body, final) }()
 	dec := json.NewDecoder(resp.Body)
 	if onUpdate == nil {
 		var res tools.Result
