@@ -343,6 +343,10 @@ func TestWriteFailuresLeaveOldContentAndNoTempFile(t *testing.T) {
 		if err := fsys.WriteFile(ctx(t), "f", r); err == nil {
 			t.Fatal("failing reader: nil error")
 		}
+		// Failing within the first 64 KiB: the one-request write's path.
+		if err := fsys.WriteFile(ctx(t), "f", io.MultiReader(strings.NewReader("new"), failing{})); err == nil {
+			t.Fatal("small failing reader: nil error")
+		}
 		c, cancel := context.WithCancel(ctx(t))
 		cancel()
 		wantKind(t, fsys.WriteFile(c, "f", strings.NewReader("new")), opsapi.ErrCanceled)
