@@ -12,6 +12,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server (serves SFTP on stdin/stdout; no arguments)")
 		os.Exit(2)
 	}
+	sftpserver.WidenPipes(os.Stdin, os.Stdout)
 	// The client closing its end is the normal way to finish.
 	if err := sftpserver.Serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "wsb-sftp-server:", err)
