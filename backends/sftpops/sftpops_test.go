@@ -427,6 +427,44 @@ func TestLostChannel(t *testing.T) {
 	}
 }
 
+// TestLostChannelMidRead: a large read whose channel dies part way fails
+// with ErrUnavailable, through Read and through WriteTo, after handing
+// over only bytes of the file; it never ends as if the file were shorter.
+func TestLostChannelMidRead(t *testing.T) {
+	for _, s := range servers {
+		for _, how := range []string{"Read", "WriteTo"} {
+			t.Run(s.name+"/"+how, func(t *testing.T) {
+				c, kill := s.start(t)
+				root := t.TempDir()
+				want := make([]byte, 16<<20)
+				for i := range want {
+					want[i] = byte(i*7 + i/4096)
+				}
+				must(t, os.WriteFile(filepath.Join(root, "big"), want, 0o644))
+				fsys := sftpops.New(sftpops.Fixed(c), root, sftpops.Options{Logger: testutil.Logger(t)})
+				rc, err := fsys.Open(ctx(t), "big")
+				must(t, err)
+				defer rc.Close()
+				head := make([]byte, 1<<20)
+				_, err = io.ReadFull(rc, head)
+				must(t, err)
+				kill()
+				var rest bytes.Buffer
+				if how == "Read" {
+					_, err = io.Copy(&rest, struct{ io.Reader }{rc})
+				} else {
+					_, err = io.Copy(&rest, rc)
+				}
+				wantKind(t, err, opsapi.ErrUnavailable)
+				got := append(head, rest.Bytes()...)
+				if len(got) >= len(want) || !bytes.Equal(got, want[:len(got)]) {
+					t.Fatalf("read %d of %d bytes before the error (or different content)", len(got), len(want))
+				}
+			})
+		}
+	}
+}
+
 // killingReader yields n zero bytes and kills the channel after killAt.
 type killingReader struct {
 	n, read, killAt int
@@ -473,11 +511,28 @@ func TestReadsLargeAndChangingFiles(t *testing.T) {
 			t.Fatalf("read then copy: %d bytes, want %d (or different content)", len(got), len(want))
 		}
 
+		// Read ahead of the stat's size: a large file that grows after
+		// its stat is read at least to that size and then on, as far as
+		// the reads saw it grow; what comes is the file's content.
+		must(t, os.WriteFile(filepath.Join(root, "grows"), want[:1<<20], 0o644))
+		rc, err = fsys.Open(ctx(t), "grows")
+		must(t, err)
+		f, err := os.OpenFile(filepath.Join(root, "grows"), os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		_, err = f.Write(want[1<<20:])
+		must(t, errors.Join(err, f.Close()))
+		got, err := io.ReadAll(rc)
+		must(t, err)
+		rc.Close()
+		if len(got) < 1<<20 || !bytes.Equal(got, want[:len(got)]) {
+			t.Fatalf("a growing file read as %d bytes (or different content)", len(got))
+		}
+
 		must(t, os.WriteFile(filepath.Join(root, "shrinks"), want[:100<<10], 0o644))
 		rc, err = fsys.Open(ctx(t), "shrinks")
 		must(t, err)
 		must(t, os.Truncate(filepath.Join(root, "shrinks"), 10))
-		got, err := io.ReadAll(rc)
+		got, err = io.ReadAll(rc)
 		must(t, err)
 		rc.Close()
 		if !bytes.Equal(got, want[:10]) {
