@@ -289,6 +289,28 @@ func TestIdleTTLExpiry(t *testing.T) {
 	}
 }
 
+// TestUnreadableFileIsErrPermission: the container's user (not root) gets
+// ErrPermission for a file it may not read, small (which the injected
+// server would otherwise send with its stat) or large, with either server.
+func TestUnreadableFileIsErrPermission(t *testing.T) {
+	for _, mode := range []string{docker.SFTPImage, docker.SFTPInject} {
+		t.Run(mode, func(t *testing.T) {
+			b := newBackend(t, func(c *docker.Config) { c.SFTPServer = mode })
+			ws := create(t, b, nil)
+			sh(t, ws, "echo secret > small && head -c 200000 /dev/zero > large && chmod 000 small large")
+			for _, name := range []string{"small", "large"} {
+				rc, err := ws.Open(t.Context(), name)
+				if err == nil {
+					rc.Close()
+				}
+				if !errors.Is(err, opsapi.ErrPermission) {
+					t.Errorf("Open(%s) = %v, want ErrPermission", name, err)
+				}
+			}
+		})
+	}
+}
+
 // TestProcWorkdirRejected: the CVE-2024-21626 shape, named directly,
 // relatively or through a link, never runs.
 // Links are resolved by both kinds of server (OpenSSH's realpath, and

@@ -9,3 +9,7 @@ const PipeSize = 1 << 20
 
 // WidenPipes does nothing here: only Linux lets a pipe's size be set.
 func WidenPipes(files ...*os.File) {}
+
+// readSmall never inlines here: ReadSmall requests are answered as plain
+// STATs.
+func readSmall(uint32, string) ([]byte, bool) { return nil, false }
