@@ -1,12 +1,13 @@
 // Package sftpserver is the broker's own SFTP server: github.com/pkg/sftp's
-// server, plus one extension that replaces a small file atomically in a
-// single round trip.
+// server, plus two extensions that each save round trips: one replaces a
+// small file atomically in a single round trip, the other returns a small
+// file's content with its stat.
 //
 // # Overview
 //
 // Serve speaks SFTP v3 on a reader and a writer (an exec's stdio, in the
-// docker backend). Every request but one goes to pkg/sftp's server
-// unchanged. The exception is AtomicWrite: a SETSTAT whose attributes are
+// docker backend). Every request but two kinds goes to pkg/sftp's server
+// unchanged. The first exception is AtomicWrite: a SETSTAT whose attributes are
 // only extended pairs, the first named AtomicWrite with the new content as
 // its value. The server then does, inside the container, what a client
 // otherwise needs three round trips for: it follows a symbolic link at the
@@ -16,7 +17,17 @@
 // AtomicWriteSync pair), and renames it over the target. A failure at any
 // step removes the temporary file and leaves the target as it was.
 //
-// # Why SETSTAT
+// The second is ReadSmall: a STAT of a path followed by a NUL byte and
+// ReadSmall. When the path names a regular file of at most MaxReadSmall
+// bytes that the server may read, the reply is its attributes with the
+// content as an extended pair; otherwise the request goes to pkg/sftp as
+// the plain STAT of the path. A small read then costs one round trip
+// instead of stat, open and read.
+//
+// WidenPipes grows the server's stdio pipes, so it can write ahead of a
+// slow reader (see its documentation for the figures).
+//
+// # Why SETSTAT, and a NUL in a path
 //
 // A custom SSH_FXP_EXTENDED request would be the textbook carrier, but
 // pkg/sftp's client has no call that sends one; SetExtendedData sends
@@ -24,7 +35,11 @@
 // vendor extensions and tells servers to ignore when they do not know
 // them. Since ignoring it would be a silent no-op, a client must send it
 // only to a server that advertises AtomicWrite in its VERSION reply, which
-// this server adds to pkg/sftp's list.
+// this server adds to pkg/sftp's list. ReadSmall needs a reply with data,
+// which of pkg/sftp's client calls only a stat (extended attributes) gets;
+// the NUL-separated suffix marks the request, and no file's path can hold
+// a NUL, so no plain STAT is ever taken for one. It too is sent only to a
+// server that advertises it.
 //
 // # Errors
 //

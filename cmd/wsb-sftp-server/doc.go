@@ -10,7 +10,8 @@
 // backends/sftpserver: github.com/pkg/sftp's server (SFTP v3 with
 // posix-rename@openssh.com, statvfs@openssh.com and hardlink@openssh.com)
 // plus atomic-write@wsbroker.dev, which replaces a small file in one round
-// trip instead of three, serving the container's filesystem as the
+// trip instead of three, and read-small@wsbroker.dev, which reads one in
+// one round trip instead of three, serving the container's filesystem as the
 // container's user; it has no configuration and opens no socket.
 //
 // It must be statically linked, since it runs in images that share
