@@ -19,6 +19,9 @@ func KillAll(pgid int, marker string, grace time.Duration) (int, error) {
 	return 0, errors.ErrUnsupported
 }
 
+// GroupGone cannot tell without Unix process groups: false.
+func GroupGone(pgid int) bool { return false }
+
 // GroupMembers is not supported without Unix process groups.
 func GroupMembers(pgid int) (int, error) { return 0, errors.ErrUnsupported }
 

@@ -121,6 +121,12 @@ func (e *signalError) Error() string {
 
 func (e *signalError) Unwrap() error { return e.err }
 
+// GroupGone reports whether process group pgid has no member at all,
+// zombies included, with one signal 0 to the group (GroupMembers reads
+// every process's stat). False may mean only zombies are left:
+// GroupMembers tells.
+func GroupGone(pgid int) bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) }
+
 // groupEmpty reports whether group pgid has no live (non-zombie) member.
 // Where members cannot be counted it asks the kernel with signal 0, which
 // also sees zombies: the caller must reap its own child.
