@@ -444,25 +444,74 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		if path == "" {
 			return nil, errors.New("killtree: Prepare needs cmd.Path")
 		}
+		env := cmd.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		kept, deferred := splitLoaderEnv(env)
 		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
 		for _, n := range g.c.v1 {
 			args = append(args, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
 		}
+		args = append(args, "--")
+		args = append(args, deferred...)
 		args = append(args, "--", path)
 		if len(cmd.Args) > 1 {
 			args = append(args, cmd.Args[1:]...)
 		}
-		cmd.Path, cmd.Args = "/bin/sh", args
+		cmd.Path, cmd.Args, cmd.Env = "/bin/sh", args, kept
 		return func() {}, nil
 	}
 }
 
-// v1Enter is the shell program of the v1 entry: every argument up to "--"
-// is a cgroup.procs file that gets the shell's pid (echo and redirection
-// are builtins, so nothing forks before every write is done); what
-// follows "--" is exec'ed. A failed write exits 126 before the command
-// runs.
-const v1Enter = `for p; do shift; [ "$p" = -- ] && break; echo $$ >"$p" || exit 126; done; exec "$@"`
+// v1Enter is the shell program of the v1 entry: every argument up to the
+// first "--" is a cgroup.procs file that gets the shell's pid (echo and
+// redirection are builtins, so nothing forks before every write is done);
+// the KEY=VALUE arguments up to the second "--" are exported (the loader's
+// variables, which the shell itself must not start with); what follows is
+// exec'ed. A failed write exits 126 before the command runs.
+const v1Enter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >"$p" || exit 126; done
+for e; do shift; [ "$e" = -- ] && break; export "$e"; done
+exec "$@"`
+
+// splitLoaderEnv takes out of env the variables that make the dynamic
+// loader or libc load code or files of the caller's choosing (LD_PRELOAD,
+// LD_AUDIT, LD_LIBRARY_PATH, GCONV_PATH, GLIBC_TUNABLES, ...: glibc's
+// list of variables unsafe for setuid programs). The v1 entry shell must
+// not run with them: a preloaded library's constructor would run, and
+// could fork, before the shell has put itself in the group, leaving a
+// process outside every limit. The shell exports them again just before
+// it execs the command. Entries whose key is no shell name stay: the
+// loader reads none of those.
+func splitLoaderEnv(env []string) (kept, deferred []string) {
+	kept = make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if loaderVar(k) {
+			deferred = append(deferred, kv)
+		} else {
+			kept = append(kept, kv)
+		}
+	}
+	return kept, deferred
+}
+
+func loaderVar(k string) bool {
+	for i, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	if strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "GLIBC_") {
+		return true
+	}
+	switch k {
+	case "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE",
+		"NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR":
+		return true
+	}
+	return false
+}
 
 // Procs lists the live processes in g and its descendants.
 func (g *Group) Procs() ([]int, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +102,18 @@ func TestCgroupEscapesDieWithTheGroup(t *testing.T) {
 		// A setsid'ed sleep with a cleared environment leaves both the
 		// process group and any marker; a double fork reparents to init.
 		cmd := startIn(t, cmdg, `setsid env -i sleep 600 & (setsid sh -c 'sleep 600 & sleep 600 &' &); exec sleep 600`)
-		waitFor(t, "four processes in the group", func() bool { return len(must(cmdg.Procs())) == 4 })
+		// Four sleeps, not four processes: the shells that start them
+		// come and go on the way, and a count caught then is not the
+		// set the kill finds.
+		waitFor(t, "four sleeps in the group", func() bool {
+			ps := must(cmdg.Procs())
+			for _, p := range ps {
+				if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); string(comm) != "sleep\n" {
+					return false
+				}
+			}
+			return len(ps) == 4
+		})
 		procs := must(cmdg.Procs())
 		if !slices.Contains(procs, cmd.Process.Pid) {
 			t.Fatalf("the command %d is not in its group %v", cmd.Process.Pid, procs)
@@ -151,6 +163,49 @@ func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
 		want := strings.TrimPrefix(g.rel, "")
 		if !strings.Contains(string(out), want+"\n") {
 			t.Fatalf("/proc/self/cgroup = %q, want a line ending in %s", out, want)
+		}
+	})
+}
+
+// TestCgroupEntryIgnoresLoaderVariables: on v1 a shell puts itself in the
+// group before it execs the command; it must not start with the caller's
+// loader variables, or a preloaded library could fork before the entry
+// and leave a process outside the group. LD_DEBUG shows which programs
+// the loader saw the variable in: only the command, which still gets
+// every variable, unchanged.
+func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
+	bash := testutil.RequireCommand(t, "bash")
+	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		g := must(c.Group("ws", Limits{}))
+		cmd := exec.Command(bash, "-c", `printf '%s|%s|%s' "$LD_DEBUG" "$TMPDIR" "$LD_x"`)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2"}
+		release, err := g.Prepare(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		release()
+		if err != nil {
+			t.Fatalf("%v: %s", err, stderr.String())
+		}
+		if got, want := stdout.String(), "files|/tmp/a b|1"; got != want {
+			t.Errorf("the command saw %q, want %q", got, want)
+		}
+		var programs []string
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if _, prog, ok := strings.Cut(line, "needed by "); ok {
+				programs = append(programs, strings.Fields(prog)[0])
+			}
+		}
+		if len(programs) == 0 {
+			t.Fatalf("no loader output at all: %q", stderr.String())
+		}
+		for _, p := range programs {
+			if p != bash {
+				t.Errorf("the loader ran %s with the caller's LD_DEBUG; only %s may get it", p, bash)
+			}
 		}
 	})
 }
