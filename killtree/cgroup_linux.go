@@ -449,10 +449,15 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 			env = os.Environ()
 		}
 		kept, deferred := splitLoaderEnv(env)
-		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
+		procs := make([]string, 0, len(g.c.v1))
 		for _, n := range g.c.v1 {
-			args = append(args, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
+			procs = append(procs, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
 		}
+		if release, ok, err := prepareBashEntry(cmd, procs, kept, deferred); ok || err != nil {
+			return release, err
+		}
+		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
+		args = append(args, procs...)
 		args = append(args, "--")
 		args = append(args, deferred...)
 		args = append(args, "--", path)
@@ -473,6 +478,73 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 const v1Enter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >"$p" || exit 126; done
 for e; do shift; [ "$e" = -- ] && break; export "$e"; done
 exec "$@"`
+
+// maxBashEntry bounds the entry script prepareBashEntry writes into a pipe
+// before the command starts, well under a pipe's 64 KiB, so the write
+// never waits for a reader.
+const maxBashEntry = 16 << 10
+
+// prepareBashEntry makes bash enter the group itself, when cmd is `bash
+// -c ...` and nothing in env changes how bash starts: the entry script
+// (the v1Enter writes, then the deferred exports, then BASH_ENV unset and
+// its descriptor closed) comes in through BASH_ENV, which a
+// non-interactive bash runs before anything else, from a pipe of this
+// call's own (a file could be changed by an earlier command). That saves
+// starting /bin/sh first: about 1 ms of a 4.6 ms command here. ok is
+// false when the case does not apply, and /bin/sh does the entry.
+//
+// Bash skips BASH_ENV in POSIX mode (argv[0] "sh", POSIXLY_CORRECT,
+// --posix) and privileged mode (-p, a setuid binary), and imports
+// functions (BASH_FUNC_*) and options (SHELLOPTS, BASHOPTS) from its
+// environment before it; any such sign, or a bash variable in env
+// (BASH_*), and the /bin/sh entry is used instead.
+func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release func(), ok bool, err error) {
+	if filepath.Base(cmd.Path) != "bash" || len(cmd.Args) < 3 || filepath.Base(cmd.Args[0]) != "bash" || cmd.Args[1] != "-c" {
+		return nil, false, nil
+	}
+	if fi, err := os.Stat(cmd.Path); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return nil, false, nil
+	}
+	for _, kv := range kept {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "BASH"), k == "ENV", k == "POSIXLY_CORRECT", k == "SHELLOPTS":
+			return nil, false, nil
+		}
+	}
+	fd := 3 + len(cmd.ExtraFiles)
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "echo \"$$\" >%s || exit 126\n", shellQuote(p))
+	}
+	for _, kv := range deferred {
+		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
+	}
+	fmt.Fprintf(&b, "unset BASH_ENV\nexec %d<&-\n", fd)
+	if b.Len() > maxBashEntry {
+		return nil, false, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, false, fmt.Errorf("killtree: a pipe for the cgroup entry: %w", err)
+	}
+	_, err = w.WriteString(b.String())
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, false, fmt.Errorf("killtree: writing the cgroup entry: %w", err)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	cmd.Env = append(kept, fmt.Sprintf("BASH_ENV=/dev/fd/%d", fd))
+	return func() { r.Close() }, true, nil
+}
+
+// shellQuote quotes s as one word for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // splitLoaderEnv takes out of env the variables that make the dynamic
 // loader or libc load code or files of the caller's choosing (LD_PRELOAD,

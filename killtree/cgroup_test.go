@@ -175,10 +175,21 @@ func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
 // every variable, unchanged.
 func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 	bash := testutil.RequireCommand(t, "bash")
+	printenv := testutil.RequireCommand(t, "printenv")
 	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		// Both v1 entries: bash's own, and /bin/sh's (POSIXLY_CORRECT
+		// makes bash skip BASH_ENV).
+		for _, extra := range []string{"X=1", "POSIXLY_CORRECT=1"} {
+			testLoaderVariables(t, c, bash, printenv, extra)
+		}
+	})
+}
+
+func testLoaderVariables(t *testing.T, c *Cgroups, bash, printenv, extra string) {
+	{
 		g := must(c.Group("ws", Limits{}))
-		cmd := exec.Command(bash, "-c", `printf '%s|%s|%s' "$LD_DEBUG" "$TMPDIR" "$LD_x"`)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2"}
+		cmd := exec.Command(bash, "-c", `exec printenv LD_DEBUG TMPDIR LD_x`)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2", extra}
 		release, err := g.Prepare(cmd)
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +201,7 @@ func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %s", err, stderr.String())
 		}
-		if got, want := stdout.String(), "files|/tmp/a b|1"; got != want {
+		if got, want := stdout.String(), "files\n/tmp/a b\n1\n"; got != want {
 			t.Errorf("the command saw %q, want %q", got, want)
 		}
 		var programs []string
@@ -202,12 +213,88 @@ func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 		if len(programs) == 0 {
 			t.Fatalf("no loader output at all: %q", stderr.String())
 		}
+		sawCommand := false
 		for _, p := range programs {
-			if p != bash {
-				t.Errorf("the loader ran %s with the caller's LD_DEBUG; only %s may get it", p, bash)
+			switch filepath.Base(p) {
+			case "sh", "dash":
+				t.Errorf("the loader ran the entry shell %s with the caller's LD_DEBUG", p)
+			case filepath.Base(printenv):
+				sawCommand = true
 			}
 		}
+		if !sawCommand {
+			t.Errorf("the command's %s did not get LD_DEBUG (the loader ran %v)", printenv, programs)
+		}
+	}
+}
+
+// TestCgroupBashEntry: on v1 a `bash -c` command enters its group through
+// BASH_ENV, run from a pipe before the command; the command sees neither
+// BASH_ENV nor the pipe, exits 126 without running when the entry fails,
+// and whatever would make bash skip BASH_ENV or import code before it
+// takes the /bin/sh entry instead.
+func TestCgroupBashEntry(t *testing.T) {
+	bash := testutil.RequireCommand(t, "bash")
+	mode := modes(t)[0]
+	if mode == CgroupV2 {
+		t.Skip("v2 clones straight into the group; there is no entry")
+	}
+	c := openCgroups(t, mode)
+	g := must(c.Group("ws", Limits{}))
+	run := func(t *testing.T, g *Group, env []string, script string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(bash, "-c", script)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		release, err := g.Prepare(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := cmd.Path
+		out, err := cmd.Output()
+		release()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return entry, string(out), cmd.ProcessState.ExitCode()
+	}
+	t.Run("clean", func(t *testing.T) {
+		entry, out, code := run(t, g, []string{"LD_x=1"},
+			`test -z "${BASH_ENV+set}" && ! { true <&3; } 2>/dev/null && echo "$LD_x" && cat /proc/self/cgroup`)
+		if entry != bash || code != 0 {
+			t.Fatalf("entry %s, exit %d, want %s and 0", entry, code, bash)
+		}
+		if !strings.HasPrefix(out, "1\n") || !strings.Contains(out, g.rel+"\n") {
+			t.Fatalf("output %q: want the restored LD_x, then a cgroup line ending in %s", out, g.rel)
+		}
 	})
+	t.Run("entry fails", func(t *testing.T) {
+		gone := must(g.Child("gone", Limits{}))
+		cmd := exec.Command(bash, "-c", "echo ran")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		release := must(gone.Prepare(cmd))
+		if err := gone.Delete(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.Output()
+		release()
+		if cmd.Path != bash || cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 126 || len(out) > 0 {
+			t.Fatalf("entry %s: exit %v, output %q, %v; want 126 and nothing run", cmd.Path, cmd.ProcessState, out, err)
+		}
+	})
+	for _, env := range [][]string{
+		{"BASH_FUNC_f%%=() {  echo f;\n}"},
+		{"POSIXLY_CORRECT=1"},
+		{"SHELLOPTS=errexit"},
+		{"BASH_ENV=/dev/null"},
+	} {
+		t.Run(env[0][:strings.IndexByte(env[0], '=')], func(t *testing.T) {
+			entry, out, code := run(t, g, env, `cat /proc/self/cgroup`)
+			if entry != "/bin/sh" || code != 0 || !strings.Contains(out, g.rel+"\n") {
+				t.Fatalf("entry %s, exit %d, output %q; want /bin/sh, 0 and the group", entry, code, out)
+			}
+		})
+	}
 }
 
 func TestCgroupSIGTERMIgnoredIsKilled(t *testing.T) {

@@ -35,10 +35,13 @@
 // it can run anything: on v2 the child is cloned straight into it
 // (CLONE_INTO_CGROUP); on v1, which has no such clone, the command is run
 // through /bin/sh, which writes its own pid into each hierarchy's
-// cgroup.procs with builtins (no fork) and then execs the program. That
-// shell starts without the caller's loader variables (LD_PRELOAD, LD_AUDIT,
-// LD_LIBRARY_PATH, GCONV_PATH, ...), which it exports again just before
-// the exec: a preloaded library could otherwise fork before the entry. No
+// cgroup.procs with builtins (no fork) and then execs the program; a
+// `bash -c` command does the same writes itself, from a BASH_ENV script
+// in a pipe that bash runs before the command (one program start less,
+// about 1 ms), unless its environment could make bash skip or precede
+// that script. Either shell starts without the caller's loader variables
+// (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, GCONV_PATH, ...), exported again
+// after the writes: a preloaded library could otherwise fork first. No
 // descendant can therefore be outside the group: setsid, double fork, env -i
 // and nohup change nothing. Group.KillAll sends SIGTERM to the process group
 // and to every member (frozen while they are listed), waits the grace, then
