@@ -44,16 +44,17 @@ const maxLinks = 40
 // Open opens a regular file for reading. A missing path is ErrNotExist, a
 // directory ErrIsDir, anything else that is not a regular file ErrInvalid:
 // opening a fifo would block the SFTP server, and with it every operation
-// of the channel. The reader stops with ctx's error once ctx ends.
+// of the channel. The reader stops with ctx's error once ctx ends (a
+// small file read whole by Open has nothing left to wait for).
 //
 // A small file costs one round trip with the broker's own server, whose
 // ReadSmall extension answers the stat with the content; elsewhere (one
 // request's worth, as the stat says) three: stat, open and one read of its
 // size, with no request spent learning about EOF; Close does not wait for
-// the server. A larger file
-// is read ahead in 512 KiB chunks, four in flight (see aheadReader): one
-// request at a time, 8 MiB over a docker exec's stream took ~146 ms
-// (File.WriteTo's own concurrency measured slower still).
+// the server. A larger file is read ahead in 512 KiB chunks, four in
+// flight (see aheadReader): one request at a time, 8 MiB over a docker
+// exec's stream took ~146 ms (File.WriteTo's own concurrency measured
+// slower still).
 func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	op := f.op("Open")
 	abs, err := f.Abs("Open", p)
