@@ -506,9 +506,10 @@ func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release fu
 		return nil, false, nil
 	}
 	for _, kv := range kept {
-		k, _, _ := strings.Cut(kv, "=")
+		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "BASH"), k == "ENV", k == "POSIXLY_CORRECT", k == "SHELLOPTS":
+		case strings.HasPrefix(k, "BASH"), k == "ENV", k == "POSIXLY_CORRECT", k == "SHELLOPTS",
+			strings.HasPrefix(v, "()"): // a function, as a bash from before Shellshock's fix imports it
 			return nil, false, nil
 		}
 	}

@@ -287,6 +287,7 @@ func TestCgroupBashEntry(t *testing.T) {
 		{"POSIXLY_CORRECT=1"},
 		{"SHELLOPTS=errexit"},
 		{"BASH_ENV=/dev/null"},
+		{"f=() { echo f; }"},
 	} {
 		t.Run(env[0][:strings.IndexByte(env[0], '=')], func(t *testing.T) {
 			entry, out, code := run(t, g, env, `cat /proc/self/cgroup`)
