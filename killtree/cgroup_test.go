@@ -228,6 +228,63 @@ func testLoaderVariables(t *testing.T, c *Cgroups, bash, printenv, extra string)
 	}
 }
 
+// TestCgroupPreloadedLibraryForksInside: a library preloaded through the
+// request's LD_PRELOAD forks from its constructor, before any code of the
+// program it is loaded into; on v1 the child landed in the root cgroups
+// when the entry shell itself started with LD_PRELOAD. It must be in the
+// command's group, and die with it. Needs a C compiler (cc).
+func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
+	bash := testutil.RequireCommand(t, "bash")
+	cc := testutil.RequireCommand(t, "cc")
+	lib := filepath.Join(t.TempDir(), "forkonload.so")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "testdata/forkonload.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the library: %v\n%s", err, out)
+	}
+	forEachMode(t, func(t *testing.T, c *Cgroups) {
+		for i, extra := range []string{"X=1", "POSIXLY_CORRECT=1"} { // bash's entry, and /bin/sh's
+			g := must(c.Group(fmt.Sprintf("ws%d", i), Limits{}))
+			out := filepath.Join(t.TempDir(), "cgroups")
+			cmd := exec.Command(bash, "-c", "/bin/true")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_PRELOAD=" + lib, "FORKONLOAD_OUT=" + out, extra}
+			release := must(g.Prepare(cmd))
+			err := cmd.Run()
+			release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the forked child's report", func() bool { _, err := os.Stat(out); return err == nil })
+			report := string(must(os.ReadFile(out)))
+			ours := map[string]bool{}
+			for _, n := range c.v1 {
+				ours[string(n)] = true
+			}
+			for _, line := range strings.Split(strings.TrimSpace(report), "\n") {
+				f := strings.SplitN(line, ":", 3)
+				if len(f) != 3 {
+					continue
+				}
+				mine := c.mode == CgroupV2 && f[0] == "0"
+				for _, ctrl := range strings.Split(f[1], ",") {
+					mine = mine || c.mode != CgroupV2 && ours[ctrl]
+				}
+				if mine && !strings.HasSuffix(f[2], g.rel) {
+					t.Errorf("%s: the preloaded library's child is in %s, outside %s", extra, line, g.rel)
+				}
+			}
+			procs := must(g.Procs())
+			if len(procs) == 0 {
+				t.Fatalf("%s: the group is empty; the child's sleep should be in it", extra)
+			}
+			if _, err := g.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the child to die with the group", func() bool {
+				return !slices.ContainsFunc(procs, alive)
+			})
+		}
+	})
+}
+
 // TestCgroupBashEntry: on v1 a `bash -c` command enters its group through
 // BASH_ENV, run from a pipe before the command; the command sees neither
 // BASH_ENV nor the pipe, exits 126 without running when the entry fails,
