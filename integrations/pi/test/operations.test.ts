@@ -280,12 +280,22 @@ for (const backend of ["local", "docker"] as const) {
 							`n=0; for f in /proc/[0-9]*/cmdline; do { tr '\\0' ' ' < $f; } 2>/dev/null | grep -q '${pattern}' && n=$((n+1)); done; echo $n`,
 						)
 					).out.trim();
+				// "started" can come before the background shells have started
+				// their sleeps: count until all four are there (or 5 s pass).
+				const countAll = async () => {
+					for (let i = 0; i < 100; i++) {
+						const n = await count();
+						if (Number(n) >= 4) return n;
+						await new Promise((r) => setTimeout(r, 50));
+					}
+					return count();
+				};
 				const ac = new AbortController();
 				const cmd = `sh -c 'sleep ${secs}; :' & sh -c 'sleep ${secs}; :' & echo started; wait`;
 				let running: Promise<string> | undefined;
 				const p = createBashTool(root, { operations: ops.bash }).execute("t", { command: cmd }, ac.signal, (u) => {
 					if (!running && textOf(u).includes("started")) {
-						running = count().finally(() => ac.abort());
+						running = countAll().finally(() => ac.abort());
 					}
 				});
 				const err = await rejection(() => p);
