@@ -186,45 +186,43 @@ func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 }
 
 func testLoaderVariables(t *testing.T, c *Cgroups, bash, printenv, extra string) {
-	{
-		g := must(c.Group("ws", Limits{}))
-		cmd := exec.Command(bash, "-c", `exec printenv LD_DEBUG TMPDIR LD_x`)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2", extra}
-		release, err := g.Prepare(cmd)
-		if err != nil {
-			t.Fatal(err)
+	g := must(c.Group("ws", Limits{}))
+	cmd := exec.Command(bash, "-c", `exec printenv LD_DEBUG TMPDIR LD_x`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2", extra}
+	release, err := g.Prepare(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	release()
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if got, want := stdout.String(), "files\n/tmp/a b\n1\n"; got != want {
+		t.Errorf("the command saw %q, want %q", got, want)
+	}
+	var programs []string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if _, prog, ok := strings.Cut(line, "needed by "); ok {
+			programs = append(programs, strings.Fields(prog)[0])
 		}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err = cmd.Run()
-		release()
-		if err != nil {
-			t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if len(programs) == 0 {
+		t.Fatalf("no loader output at all: %q", stderr.String())
+	}
+	sawCommand := false
+	for _, p := range programs {
+		switch filepath.Base(p) {
+		case "sh", "dash":
+			t.Errorf("the loader ran the entry shell %s with the caller's LD_DEBUG", p)
+		case filepath.Base(printenv):
+			sawCommand = true
 		}
-		if got, want := stdout.String(), "files\n/tmp/a b\n1\n"; got != want {
-			t.Errorf("the command saw %q, want %q", got, want)
-		}
-		var programs []string
-		for _, line := range strings.Split(stderr.String(), "\n") {
-			if _, prog, ok := strings.Cut(line, "needed by "); ok {
-				programs = append(programs, strings.Fields(prog)[0])
-			}
-		}
-		if len(programs) == 0 {
-			t.Fatalf("no loader output at all: %q", stderr.String())
-		}
-		sawCommand := false
-		for _, p := range programs {
-			switch filepath.Base(p) {
-			case "sh", "dash":
-				t.Errorf("the loader ran the entry shell %s with the caller's LD_DEBUG", p)
-			case filepath.Base(printenv):
-				sawCommand = true
-			}
-		}
-		if !sawCommand {
-			t.Errorf("the command's %s did not get LD_DEBUG (the loader ran %v)", printenv, programs)
-		}
+	}
+	if !sawCommand {
+		t.Errorf("the command's %s did not get LD_DEBUG (the loader ran %v)", printenv, programs)
 	}
 }
 

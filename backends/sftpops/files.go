@@ -100,8 +100,7 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 		// small, whatever it claims; read to EOF.
 		r.stream = bufio.NewReaderSize(&fileReader{f: file}, 2*readBufSize)
 	case size > readBufSize:
-		r.ahead = newAheadReader(file, size)
-		r.stream = r.ahead
+		r.stream = newAheadReader(file, size)
 	}
 	return r, nil
 }
@@ -265,10 +264,9 @@ func (r *fileReader) Read(b []byte) (int, error) {
 type reader struct {
 	ctx context.Context
 	f   *sftp.File
-	// stream reads a large file or a pseudo-file; nil for a small file,
-	// read by size.
+	// stream reads a large file (an aheadReader) or a pseudo-file; nil
+	// for a small file, read by size.
 	stream io.Reader
-	ahead  *aheadReader // stream, for a large file
 	off    int64
 	left   int64 // of a small file, bytes up to the size the stat gave
 	op     string
@@ -317,7 +315,8 @@ func (r *reader) Read(b []byte) (int, error) {
 // copying them through the caller's buffer: an HTTP response then writes
 // 512 KiB at a time.
 func (r *reader) WriteTo(w io.Writer) (int64, error) {
-	if r.ahead == nil {
+	ahead, ok := r.stream.(*aheadReader)
+	if !ok {
 		return io.Copy(w, struct{ io.Reader }{r})
 	}
 	var total int64
@@ -325,10 +324,10 @@ func (r *reader) WriteTo(w io.Writer) (int64, error) {
 		if err := r.ctx.Err(); err != nil {
 			return total, opsapi.E(r.op, r.path, nil, err)
 		}
-		b, err := r.ahead.chunk()
+		b, err := ahead.chunk()
 		if len(b) > 0 {
 			n, werr := w.Write(b)
-			r.ahead.pos += n
+			ahead.pos += n
 			total += int64(n)
 			if werr != nil {
 				return total, werr

@@ -4,9 +4,6 @@ package sftpserver
 
 import "os"
 
-// PipeSize is what WidenPipes asks for on Linux.
-const PipeSize = 1 << 20
-
 // WidenPipes does nothing here: only Linux lets a pipe's size be set.
 func WidenPipes(files ...*os.File) {}
 

@@ -6,10 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PipeSize is what WidenPipes asks for: the kernel's default
-// fs.pipe-max-size, the most an unprivileged process may set.
-const PipeSize = 1 << 20
-
 // WidenPipes grows each file that is a pipe to PipeSize bytes. An exec's
 // stdio are pipes of 64 KiB, so the server's replies to a large read
 // stall on every second 32 KiB packet until the engine's shim has copied

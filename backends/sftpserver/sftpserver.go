@@ -28,6 +28,10 @@ const (
 // larger files go through the usual open, write, close and rename.
 const MaxAtomicWrite = 64 << 10
 
+// PipeSize is what WidenPipes asks for: the kernel's default
+// fs.pipe-max-size, the most an unprivileged process may set.
+const PipeSize = 1 << 20
+
 // maxPacket bounds an incoming packet, so a broken or hostile peer cannot
 // make the server allocate without limit: OpenSSH's bound on a message.
 const maxPacket = 256 << 10
@@ -356,9 +360,9 @@ func (r *reader) bytes() []byte {
 // packetWriter puts whole packets on out, one at a time: pkg/sftp's server
 // writes a packet's header and payload separately, and the replies of
 // this package's own must not land between them. It also adds this
-// package's extensions to the server's VERSION reply. (Gathering replies into fewer, larger writes
-// was measured too: no faster over a docker exec, so each packet goes out
-// as soon as it is whole.)
+// package's extensions to the server's VERSION reply. (Gathering replies
+// into fewer, larger writes was measured too: no faster over a docker
+// exec, so each packet goes out as soon as it is whole.)
 type packetWriter struct {
 	mu      sync.Mutex
 	out     io.Writer
