@@ -11,7 +11,7 @@
 //	opsapi/            the contract: one small interface per tool, error kinds (stdlib only)
 //	tools/             pi-exact tool semantics, written once over opsapi
 //	backends/local     a confined directory and local processes
-//	backends/globwalk  fd-style glob with .gitignore, shared by backends
+//	backends/shared/globwalk  fd-style glob with .gitignore, shared by backends
 //	backends/backendtest  the one conformance suite every backend joins
 //	killtree/          process-group killing with escalation
 //	broker/            the HTTP server (chi)

@@ -25,7 +25,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/wsbroker/wsbroker/backends/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

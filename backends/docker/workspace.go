@@ -17,9 +17,9 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/wsbroker/wsbroker/backends/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/rgjson"
-	"github.com/wsbroker/wsbroker/backends/sftpops"
+	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

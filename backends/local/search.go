@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/rgjson"
+	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -22,8 +22,8 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/wsbroker/wsbroker/backends/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/sftpops"
+	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

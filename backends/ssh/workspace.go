@@ -8,8 +8,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/wsbroker/wsbroker/backends/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/rgjson"
+	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

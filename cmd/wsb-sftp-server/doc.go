@@ -7,7 +7,7 @@
 // container it creates (at /.wsbroker/sftp-server) and runs it in one
 // long-lived exec whose stdio
 // carries the workspace's file operations. It is package
-// backends/sftpserver: github.com/pkg/sftp's server (SFTP v3 with
+// backends/shared/sftpserver: github.com/pkg/sftp's server (SFTP v3 with
 // posix-rename@openssh.com, statvfs@openssh.com and hardlink@openssh.com)
 // plus atomic-write@wsbroker.dev, which replaces a small file in one round
 // trip instead of three, and read-small@wsbroker.dev, which reads one in

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/wsbroker/wsbroker/backends/sftpserver"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/globwalk"
+	"github.com/wsbroker/wsbroker/backends/shared/globwalk"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

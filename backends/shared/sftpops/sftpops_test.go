@@ -18,8 +18,8 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/sftpops"
-	"github.com/wsbroker/wsbroker/backends/sftpserver"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

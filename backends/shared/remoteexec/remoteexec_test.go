@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
