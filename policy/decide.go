@@ -167,9 +167,9 @@ func checkPath(m matcher, root, p string) string {
 	abs := resolve(cmpRoot(root), p)
 	match := func(pt pattern) bool {
 		if strings.HasPrefix(pt.src, "/") {
-			return pt.re.MatchString(abs)
+			return pt.match(abs)
 		}
-		return !strings.HasPrefix(rel, "/") && pt.re.MatchString(rel)
+		return !strings.HasPrefix(rel, "/") && pt.match(rel)
 	}
 	for _, pt := range m.deny {
 		if match(pt) {

@@ -1,68 +1,72 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
-// compileGlob turns a path glob into an anchored regular expression:
-// "**" matches any run of characters including '/', "*" any run without
-// '/', "?" one character but '/', "[...]" a class as in path.Match,
-// "**/" also matches nothing, so "**/.env" matches ".env" at the top, and
-// a trailing "/**" also matches the directory itself.
-func compileGlob(g string) (*regexp.Regexp, error) {
+// compileGlob checks a glob and returns its matcher. The dialect is
+// doublestar's, the one the find tool and globwalk use, so a pattern
+// means the same in a policy as in a search. One rewrite keeps what
+// docs/policy.md promises: "**" crosses segments even inside a segment
+// ("src**", "**.pem"), where doublestar would read it as "*" and a deny
+// rule would silently cover less (see starsAcrossSegments).
+func compileGlob(g string) (func(string) bool, error) {
 	if g == "" {
-		return nil, fmt.Errorf("empty glob")
+		return nil, errors.New("empty glob")
 	}
+	rewritten := starsAcrossSegments(g)
+	if !doublestar.ValidatePattern(rewritten) {
+		return nil, fmt.Errorf("glob %q: %w", g, doublestar.ErrBadPattern)
+	}
+	return func(name string) bool {
+		// The pattern is valid, so Match cannot fail.
+		ok, _ := doublestar.Match(rewritten, name)
+		return ok
+	}, nil
+}
+
+// anyRun is doublestar for "any run of characters, '/' included": none
+// or more within one segment, or across two or more segments.
+const anyRun = "{*,*/**/*}"
+
+// starsAcrossSegments rewrites each "**" that is not a whole path segment
+// (one with other characters beside it in its segment) into anyRun. A
+// whole-segment "**" ("a/**/b", "**/.env", "dir/**") is left to
+// doublestar, which already gives it the documented meaning. Escaped
+// stars and stars inside a [...] class are not touched.
+func starsAcrossSegments(g string) string {
 	var b strings.Builder
-	b.WriteString("^")
+	inClass := false
 	for i := 0; i < len(g); i++ {
 		c := g[i]
-		switch c {
-		case '*':
-			if i+1 < len(g) && g[i+1] == '*' {
-				i++
-				if i == len(g)-1 && strings.HasSuffix(b.String(), "/") {
-					// "dir/**" is the tree, dir itself included.
-					s := strings.TrimSuffix(b.String(), "/")
-					b.Reset()
-					b.WriteString(s + "(?:/.*)?")
-				} else if i+1 < len(g) && g[i+1] == '/' {
-					i++
-					b.WriteString("(?:.*/)?")
-				} else {
-					b.WriteString(".*")
-				}
+		switch {
+		case c == '\\' && i+1 < len(g):
+			b.WriteString(g[i : i+2])
+			i++
+			continue
+		case inClass:
+			inClass = c != ']'
+		case c == '[':
+			inClass = true
+		case c == '*' && i+1 < len(g) && g[i+1] == '*':
+			end := i + 2
+			for end < len(g) && g[end] == '*' {
+				end++ // "***" reads as "**"
+			}
+			wholeSegment := (i == 0 || g[i-1] == '/') && (end == len(g) || g[end] == '/')
+			if wholeSegment {
+				b.WriteString("**")
 			} else {
-				b.WriteString("[^/]*")
+				b.WriteString(anyRun)
 			}
-		case '?':
-			b.WriteString("[^/]")
-		case '[':
-			end := strings.IndexByte(g[i+1:], ']')
-			if end < 0 {
-				return nil, fmt.Errorf("glob %q: unclosed [", g)
-			}
-			class := g[i+1 : i+1+end]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			b.WriteString("[" + class + "]")
-			i += end + 1
-		case '\\':
-			if i+1 < len(g) {
-				i++
-				b.WriteString(regexp.QuoteMeta(string(g[i])))
-			}
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+			i = end - 1
+			continue
 		}
+		b.WriteByte(c)
 	}
-	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return nil, fmt.Errorf("glob %q: %w", g, err)
-	}
-	return re, nil
+	return b.String()
 }

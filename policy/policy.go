@@ -76,9 +76,11 @@ type matcher struct {
 	allow, deny []pattern
 }
 
+// pattern is one rule entry: its source and its matcher (a glob or,
+// for commands, a regular expression).
 type pattern struct {
-	src string
-	re  *regexp.Regexp
+	src   string
+	match func(string) bool
 }
 
 // Tools are the tool names a policy may name.
@@ -126,7 +128,7 @@ func (p *Policy) Compile() error {
 	c.readPaths = word("paths.read", p.Paths.Read, nil)
 	c.writePaths = word("paths.write", p.Paths.Write, nil)
 	var err error
-	c.commands, err = compileRule(p.Commands, func(s string) (*regexp.Regexp, error) { return regexp.Compile(s) })
+	c.commands, err = compileRule(p.Commands, compileRegexp)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("commands: %w", err))
 	}
@@ -144,7 +146,16 @@ func (p *Policy) Compile() error {
 	return nil
 }
 
-func compileRule(r Rule, compile func(string) (*regexp.Regexp, error)) (matcher, error) {
+// compileRegexp is compileGlob's counterpart for command rules.
+func compileRegexp(s string) (func(string) bool, error) {
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return nil, err
+	}
+	return re.MatchString, nil
+}
+
+func compileRule(r Rule, compile func(string) (func(string) bool, error)) (matcher, error) {
 	var m matcher
 	var errs []error
 	for _, list := range []struct {
@@ -152,12 +163,12 @@ func compileRule(r Rule, compile func(string) (*regexp.Regexp, error)) (matcher,
 		dst *[]pattern
 	}{{r.Allow, &m.allow}, {r.Deny, &m.deny}} {
 		for _, s := range list.src {
-			re, err := compile(s)
+			match, err := compile(s)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			*list.dst = append(*list.dst, pattern{src: s, re: re})
+			*list.dst = append(*list.dst, pattern{src: s, match: match})
 		}
 	}
 	return m, errors.Join(errs...)
@@ -166,7 +177,7 @@ func compileRule(r Rule, compile func(string) (*regexp.Regexp, error)) (matcher,
 // check returns "" when s passes the rule, else why not.
 func (m matcher) check(s string) string {
 	for _, p := range m.deny {
-		if p.re.MatchString(s) {
+		if p.match(s) {
 			return fmt.Sprintf("matches deny rule %q", p.src)
 		}
 	}
@@ -174,7 +185,7 @@ func (m matcher) check(s string) string {
 		return ""
 	}
 	for _, p := range m.allow {
-		if p.re.MatchString(s) {
+		if p.match(s) {
 			return ""
 		}
 	}
