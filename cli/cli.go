@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -133,26 +135,92 @@ func (c *CLI) usage(w io.Writer) {
 		"file written by 'broker serve' is the default token.\n", defaultURL)
 }
 
-// flagSet returns a FlagSet for a subcommand that reports to stderr and
-// lets Run turn errors into exit statuses.
+// flagSet returns a FlagSet for a subcommand whose messages parse routes:
+// the usage asked for (-h, --help) goes to stdout, a flag error to stderr.
 func (c *CLI) flagSet(name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("broker "+name, flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	fs.SetOutput(&flagOutput{help: c.Stdout, errs: c.Stderr})
 	fs.Usage = func() {
-		fmt.Fprintf(c.Stderr, "Usage: broker %s %s\n", name, args)
+		fmt.Fprintln(fs.Output(), strings.TrimSpace("Usage: broker "+name+" "+args))
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// flagOutput is a FlagSet's output: errors by default, help when parse
+// sees that help was asked for.
+type flagOutput struct{ help, errs io.Writer }
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.errs.Write(p) }
+
 // parse parses args with fs; a flag error is a usage error (already
-// printed by the FlagSet), -h is a clean exit.
+// printed by the FlagSet), -h or --help is a clean exit whose usage went
+// to stdout.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+	out := fs.Output()
+	var msg bytes.Buffer
+	fs.SetOutput(&msg)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if fo, ok := out.(*flagOutput); ok && errors.Is(err, flag.ErrHelp) {
+		out = fo.help
+	}
+	_, _ = out.Write(msg.Bytes())
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case err != nil:
 		return &exitError{code: exitUsage}
 	}
 	return nil
+}
+
+// isHelpFlag reports whether arg asks for help the way the flag package
+// understands it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
+}
+
+// subcommand is one verb of a command group such as ws or token.
+type subcommand struct {
+	name    string
+	aliases []string
+	summary string
+	run     func(c *CLI, ctx context.Context, args []string) error
+}
+
+// dispatch runs the subcommand of group that args name; -h, --help or
+// help prints the group's usage to stdout.
+func (c *CLI) dispatch(ctx context.Context, group string, args []string, subs []subcommand) error {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	want := strings.Join(names, ", ")
+	if len(args) == 0 {
+		c.groupUsage(c.Stderr, group, subs)
+		return usageError("%s needs a subcommand: %s", group, want)
+	}
+	if isHelpFlag(args[0]) || args[0] == "help" {
+		c.groupUsage(c.Stdout, group, subs)
+		return nil
+	}
+	for _, s := range subs {
+		if s.name == args[0] || slices.Contains(s.aliases, args[0]) {
+			return s.run(c, ctx, args[1:])
+		}
+	}
+	return usageError("unknown %s subcommand %q (want %s)", group, args[0], want)
+}
+
+func (c *CLI) groupUsage(w io.Writer, group string, subs []subcommand) {
+	fmt.Fprintf(w, "Usage: broker %s <subcommand> [flags] [arguments]\n\nSubcommands:\n", group)
+	for _, s := range subs {
+		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'broker %s <subcommand> -h' for its flags.\n", group)
 }

@@ -197,11 +197,21 @@ func openAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
 }
 
 // policyCmd is `broker policy check <file>`.
-func (c *CLI) policyCmd(_ context.Context, args []string) error {
-	if len(args) != 2 || args[0] != "check" {
+func (c *CLI) policyCmd(ctx context.Context, args []string) error {
+	return c.dispatch(ctx, "policy", args, []subcommand{
+		{"check", nil, "validate a policy file and explain each rule", (*CLI).policyCheck},
+	})
+}
+
+func (c *CLI) policyCheck(_ context.Context, args []string) error {
+	fs := c.flagSet("policy check", "<file>")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
 		return usageError("usage: broker policy check <file>")
 	}
-	p, err := loadPolicy(args[1])
+	p, err := loadPolicy(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -210,11 +220,23 @@ func (c *CLI) policyCmd(_ context.Context, args []string) error {
 }
 
 // auditCmd is `broker audit verify <file...>`.
-func (c *CLI) auditCmd(_ context.Context, args []string) error {
-	if len(args) < 2 || args[0] != "verify" {
-		return usageError("usage: broker audit verify <file...> (oldest first; one current file also takes its rotated files)")
+func (c *CLI) auditCmd(ctx context.Context, args []string) error {
+	return c.dispatch(ctx, "audit", args, []subcommand{
+		{"verify", nil, "check an audit trail's hash chain", (*CLI).auditVerify},
+	})
+}
+
+const auditVerifyArgs = "<file...> (oldest first; one current file also takes its rotated files)"
+
+func (c *CLI) auditVerify(_ context.Context, args []string) error {
+	fs := c.flagSet("audit verify", auditVerifyArgs)
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	files := args[1:]
+	files := fs.Args()
+	if len(files) == 0 {
+		return usageError("usage: broker audit verify %s", auditVerifyArgs)
+	}
 	if len(files) == 1 {
 		// The current file alone: take its rotated predecessors too.
 		rotated, _ := filepath.Glob(files[0] + ".*")
@@ -241,34 +263,53 @@ func (c *CLI) auditCmd(_ context.Context, args []string) error {
 }
 
 // tokenCmd is `broker token new` and `broker token hash [token]`.
-func (c *CLI) tokenCmd(_ context.Context, args []string) error {
-	switch {
-	case len(args) == 1 && args[0] == "new":
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		tok := base64.RawURLEncoding.EncodeToString(b[:])
-		fmt.Fprintf(c.Stdout, "token: %s\ntokenHashes entry: %s\n", tok, tenant.HashToken(tok))
-		return nil
-	case len(args) >= 1 && args[0] == "hash" && len(args) <= 2:
-		tok := ""
-		if len(args) == 2 {
-			tok = args[1]
-		} else {
-			// From stdin, so the token stays out of the shell history.
-			line, err := bufio.NewReader(c.Stdin).ReadString('\n')
-			if err != nil && line == "" {
-				return usageError("token hash: give the token as an argument or on stdin")
-			}
-			tok = line
-		}
-		tok = strings.TrimSpace(tok)
-		if tok == "" {
-			return usageError("token hash: the token is empty")
-		}
-		fmt.Fprintln(c.Stdout, tenant.HashToken(tok))
-		return nil
+func (c *CLI) tokenCmd(ctx context.Context, args []string) error {
+	return c.dispatch(ctx, "token", args, []subcommand{
+		{"new", nil, "make a random token and the tokenHashes entry for it", (*CLI).tokenNew},
+		{"hash", nil, "print the tokenHashes entry of a token (the argument, else a line of stdin)", (*CLI).tokenHash},
+	})
+}
+
+func (c *CLI) tokenNew(_ context.Context, args []string) error {
+	fs := c.flagSet("token new", "")
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	return usageError("usage: broker token new | broker token hash [token] (reads stdin without one)")
+	if fs.NArg() != 0 {
+		return usageError("token new takes no arguments, got %q", fs.Args())
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	fmt.Fprintf(c.Stdout, "token: %s\ntokenHashes entry: %s\n", tok, tenant.HashToken(tok))
+	return nil
+}
+
+func (c *CLI) tokenHash(_ context.Context, args []string) error {
+	fs := c.flagSet("token hash", "[token] (reads a line of stdin without one, keeping it out of the shell history)")
+	// A token may begin with '-' (base64url): no flag parsing but help.
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		return parse(fs, args[:1])
+	}
+	var tok string
+	switch len(args) {
+	case 0:
+		line, err := bufio.NewReader(c.Stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return usageError("token hash: give the token as an argument or on stdin")
+		}
+		tok = line
+	case 1:
+		tok = args[0]
+	default:
+		return usageError("usage: broker token hash [token]")
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return usageError("token hash: the token is empty")
+	}
+	fmt.Fprintln(c.Stdout, tenant.HashToken(tok))
+	return nil
 }
 
 // tenants returns the configured tenants; nil means the token file.

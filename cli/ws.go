@@ -10,18 +10,11 @@ import (
 )
 
 func (c *CLI) ws(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usageError("ws needs a subcommand: create, ls or rm")
-	}
-	switch args[0] {
-	case "create", "new":
-		return c.wsCreate(ctx, args[1:])
-	case "ls", "list":
-		return c.wsList(ctx, args[1:])
-	case "rm", "delete":
-		return c.wsRemove(ctx, args[1:])
-	}
-	return usageError("unknown ws subcommand %q (want create, ls or rm)", args[0])
+	return c.dispatch(ctx, "ws", args, []subcommand{
+		{"create", []string{"new"}, "create a workspace and print its id", (*CLI).wsCreate},
+		{"ls", []string{"list"}, "list the workspaces", (*CLI).wsList},
+		{"rm", []string{"delete"}, "remove workspaces", (*CLI).wsRemove},
+	})
 }
 
 func (c *CLI) wsCreate(ctx context.Context, args []string) error {
