@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
@@ -21,6 +22,8 @@ import (
 	"github.com/wsbroker/wsbroker/tenant"
 )
 
+// serve runs the broker until SIGINT or SIGTERM: configuration, state
+// directory and token, tenants, TLS, audit and backends, then the server.
 func (c *CLI) serve(ctx context.Context, args []string) error {
 	fs := c.flagSet("serve", "[flags]")
 	f := bindFlags(fs)
@@ -34,22 +37,9 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by resolveServeConfig
-	logger := slog.New(slog.NewJSONHandler(c.Stderr, &slog.HandlerOptions{Level: level}))
-
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
-	if cfg.tenants() == nil {
-		token, created, err := ensureToken(cfg.TokenFile)
-		if err != nil {
-			return fmt.Errorf("token: %w", err)
-		}
-		if created {
-			// Printed once, outside the logs: tokens never appear in a log line.
-			fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
-		}
+	logger := newServeLogger(cfg, c.Stderr)
+	if err := c.prepareState(cfg); err != nil {
+		return err
 	}
 	reg, watched, err := buildTenants(cfg, c.configFile(f))
 	if err != nil {
@@ -99,14 +89,102 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	}, logger)
 	logger.Info("broker starting", "listen", ln.Addr().String(), "state_dir", cfg.StateDir,
 		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)))
-	// Serve returns after a graceful shutdown: listener closed, running
-	// commands killed, in-flight requests given ShutdownGrace.
+	c.printNextStep(cfg, ln.Addr(), tlsCfg != nil)
+	return serveUntilStopped(ctx, srv, ln, logger)
+}
+
+// newServeLogger is the JSON logger on stderr at cfg's level.
+func newServeLogger(cfg serveConfig, stderr io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by resolveServeConfig
+	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// prepareState makes the state directory and, without tenants, the token
+// file, printing a new token once.
+func (c *CLI) prepareState(cfg serveConfig) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if cfg.tenants() != nil {
+		return nil
+	}
+	token, created, err := ensureToken(cfg.TokenFile)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	if created {
+		// Printed once, outside the logs: tokens never appear in a log line.
+		fmt.Fprintf(c.Stderr, "broker: created a new API token in %s (shown only this once):\n%s\n", cfg.TokenFile, token)
+	}
+	return nil
+}
+
+// serveUntilStopped serves on ln until ctx ends. Serve returns after a
+// graceful shutdown: listener closed, running commands killed, in-flight
+// requests given ShutdownGrace.
+func serveUntilStopped(ctx context.Context, srv *broker.Server, ln net.Listener, logger *slog.Logger) error {
 	if err := srv.Serve(ctx, ln); err != nil {
 		logger.Error("broker stopped with an error", "err", err)
 		return err
 	}
 	logger.Info("broker stopped")
 	return nil
+}
+
+// printNextStep tells a newcomer how to reach the broker that just
+// started: the CLI command with whatever environment it needs beyond the
+// defaults, and the same with curl.
+func (c *CLI) printNextStep(cfg serveConfig, addr net.Addr, tls bool) {
+	url := brokerURL(addr, tls)
+	var env []string
+	if url != defaultURL {
+		env = append(env, "BROKER_URL="+url)
+	}
+	where := "the bearer token is in " + cfg.TokenFile
+	auth := fmt.Sprintf("$(cat %s)", cfg.TokenFile)
+	if cfg.tenants() != nil {
+		where = "clients use a tenant's token (the config's tenants section)"
+		auth = "<token>"
+		env = append(env, "BROKER_TOKEN=<token>")
+	} else if !c.isDefaultTokenFile(cfg.TokenFile) {
+		env = append(env, "BROKER_TOKEN_FILE="+cfg.TokenFile)
+	}
+	cmd := strings.TrimSpace(strings.Join(env, " ") + " broker ws create")
+	fmt.Fprintf(c.Stderr, "broker: serving %s; %s.\n"+
+		"Next, from another shell, create a workspace (it prints the id):\n"+
+		"  %s\n"+
+		"or with curl:\n"+
+		"  curl -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{}' %s/v1/workspaces\n",
+		url, where, cmd, auth, url)
+}
+
+// isDefaultTokenFile reports whether a client in another shell finds
+// path by itself. BROKER_STATE_DIR may be set for serve alone, so a path
+// under it does not count.
+func (c *CLI) isDefaultTokenFile(path string) bool {
+	if c.Getenv("BROKER_STATE_DIR") != "" {
+		return false
+	}
+	dir, err := c.defaultStateDir()
+	return err == nil && filepath.Join(dir, tokenFileName) == path
+}
+
+// brokerURL is the URL a client on this machine uses to reach addr: an
+// unspecified listen address (0.0.0.0, ::) is reached on loopback.
+func brokerURL(addr net.Addr, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return scheme + "://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // newBackends builds the backends cfg asks for: local always, ssh when

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
+)
+
+// TestServePrintsTheNextStep starts serve on a free port with its own
+// state directory and runs the command it prints, exactly as printed.
+func TestServePrintsTheNextStep(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	stderr := &testutil.LockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		c := &CLI{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: stderr, Getenv: envMap(map[string]string{"HOME": home})}
+		done <- c.Run(ctx, []string{"serve", "--listen", freeAddr(t), "--state-dir", state})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	next := regexp.MustCompile(`(?m)^Next, .*\n  (.*) broker ws create\n`)
+	deadline := time.Now().Add(15 * time.Second)
+	for !next.MatchString(stderr.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never printed the next step; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	env := map[string]string{"HOME": home}
+	for _, kv := range strings.Fields(next.FindStringSubmatch(stderr.String())[1]) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if env["BROKER_TOKEN_FILE"] != filepath.Join(state, "token") || !strings.HasPrefix(env["BROKER_URL"], "http://127.0.0.1:") {
+		t.Fatalf("next step environment %v", env)
+	}
+	if out, errs, code := run(env, "", "ws", "create"); code != 0 || !strings.HasPrefix(out, "ws_") {
+		t.Fatalf("the printed command failed: %d %q %q", code, out, errs)
+	}
+	if !strings.Contains(stderr.String(), "curl -H \"Authorization: Bearer $(cat "+filepath.Join(state, "token")+")\"") {
+		t.Fatalf("no curl line:\n%s", stderr.String())
+	}
+}
+
+func TestBrokerURLReachesAnUnspecifiedAddressOnLoopback(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8722": "http://127.0.0.1:8722",
+		"0.0.0.0:9000":   "http://127.0.0.1:9000",
+		"[::]:9000":      "http://127.0.0.1:9000",
+		"[::1]:9000":     "http://[::1]:9000",
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := brokerURL(tcp, false); got != want {
+			t.Errorf("brokerURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
