@@ -150,13 +150,24 @@ func (c *CLI) printNextStep(cfg serveConfig, addr net.Addr, tls bool) {
 	} else if !c.isDefaultTokenFile(cfg.TokenFile) {
 		env = append(env, "BROKER_TOKEN_FILE="+cfg.TokenFile)
 	}
-	cmd := strings.TrimSpace(strings.Join(env, " ") + " broker ws create")
+	cmd := strings.TrimSpace(strings.Join(env, " ") + " " + programName() + " ws create")
 	fmt.Fprintf(c.Stderr, "broker: serving %s; %s.\n"+
 		"Next, from another shell, create a workspace (it prints the id):\n"+
 		"  %s\n"+
 		"or with curl:\n"+
 		"  curl -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{}' %s/v1/workspaces\n",
 		url, where, cmd, auth, url)
+}
+
+// programName is how the user ran this binary (./bin/broker), so the
+// next step can be pasted; "broker" when that path is a temporary one
+// (go run, go test) or the binary has another name.
+func programName() string {
+	p := os.Args[0]
+	if filepath.Base(p) != "broker" || strings.Contains(p, "go-build") {
+		return "broker"
+	}
+	return p
 }
 
 // isDefaultTokenFile reports whether a client in another shell finds
