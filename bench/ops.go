@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync/atomic"
 
@@ -129,41 +130,24 @@ type toolFunc func(ctx context.Context, name string, args json.RawMessage, onUpd
 // Client i writes to its own files, so concurrent clients do not queue
 // behind one another on one path.
 func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Client {
-	own := fmt.Sprintf("clients/c%03d.txt", i)
-	ownTool := fmt.Sprintf("clients/t%03d.txt", i)
-	writeArgs := mustJSON(map[string]string{"path": ownTool, "content": string(content4K)})
-	var edits atomic.Int64
-	tool := func(name string, args json.RawMessage) Op {
-		return func(ctx context.Context) error {
-			_, err := callTool(ctx, call, name, args, nil)
+	c := operationOps(ws, i)
+	maps.Copy(c, toolOps(call, cfg, i))
+	if r, ok := ws.(opsapi.Resolver); ok {
+		c[opRealPath] = func(ctx context.Context) error {
+			_, err := r.RealPath(ctx, file4K)
 			return err
 		}
 	}
-	c := Client{
-		opRead4K: func(ctx context.Context) error {
-			rc, err := ws.Open(ctx, file4K)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			n, err := io.Copy(io.Discard, rc)
-			if err == nil && n != size4K {
-				err = fmt.Errorf("read %d bytes of %s, want %d", n, file4K, size4K)
-			}
-			return err
-		},
-		opRead8M: func(ctx context.Context) error {
-			rc, err := ws.Open(ctx, file8M)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			n, err := io.Copy(io.Discard, rc)
-			if err == nil && n != size8M {
-				err = fmt.Errorf("read %d bytes of %s, want %d", n, file8M, size8M)
-			}
-			return err
-		},
+	return c
+}
+
+// operationOps are the op.* rows: one opsapi call each, its answer
+// checked against the fixture.
+func operationOps(ws opsapi.Operations, i int) Client {
+	own := fmt.Sprintf("clients/c%03d.txt", i)
+	return Client{
+		opRead4K: func(ctx context.Context) error { return readWhole(ctx, ws, file4K, size4K) },
+		opRead8M: func(ctx context.Context) error { return readWhole(ctx, ws, file8M, size8M) },
 		opWrite4K: func(ctx context.Context) error {
 			return ws.WriteFile(ctx, own, bytes.NewReader(content4K))
 		},
@@ -203,6 +187,35 @@ func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Cli
 			}
 			return err
 		},
+	}
+}
+
+// readWhole reads name to the end and checks it has size bytes.
+func readWhole(ctx context.Context, ws opsapi.Operations, name string, size int64) error {
+	rc, err := ws.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err == nil && n != size {
+		err = fmt.Errorf("read %d bytes of %s, want %d", n, name, size)
+	}
+	return err
+}
+
+// toolOps are the tool.* and stream rows: whole tool calls through call.
+func toolOps(call toolFunc, cfg Config, i int) Client {
+	ownTool := fmt.Sprintf("clients/t%03d.txt", i)
+	writeArgs := mustJSON(map[string]string{"path": ownTool, "content": string(content4K)})
+	var edits atomic.Int64
+	tool := func(name string, args json.RawMessage) Op {
+		return func(ctx context.Context) error {
+			_, err := callTool(ctx, call, name, args, nil)
+			return err
+		}
+	}
+	return Client{
 		toolRead:     tool("read", mustJSON(map[string]string{"path": file4K})),
 		toolWrite:    tool("write", writeArgs),
 		toolBashTrue: tool("bash", mustJSON(map[string]string{"command": "true"})),
@@ -226,13 +239,6 @@ func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Cli
 			return base64Stream(ctx, call, cfg.StreamBytes)
 		},
 	}
-	if r, ok := ws.(opsapi.Resolver); ok {
-		c[opRealPath] = func(ctx context.Context) error {
-			_, err := r.RealPath(ctx, file4K)
-			return err
-		}
-	}
-	return c
 }
 
 // callTool calls a tool and turns an isError result into an error.

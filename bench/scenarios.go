@@ -180,35 +180,12 @@ func loadRows() []string {
 // coordinated omission); with Rate 0 clients call back to back.
 func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result, error) {
 	cfg := env.Config
-	clients := make([]Client, cfg.Clients)
-	for i := range clients {
-		cl, err := s.NewClient(i)
-		if err != nil {
-			return nil, err
-		}
-		for _, op := range loadMix {
-			if _, ok := cl[op]; !ok {
-				return nil, nil // the target cannot run the mix
-			}
-		}
-		clients[i] = cl
+	clients, err := loadClients(s, cfg.Clients)
+	if clients == nil || err != nil {
+		return nil, err // nil, nil: the target cannot run the mix
 	}
-	total := &Recorder{}
-	perOp := map[string]*Recorder{}
-	for _, op := range loadMix {
-		perOp[op] = &Recorder{}
-	}
-	// Warm-up: every client runs the mix once (connections, page cache).
-	// Its failures count as errors too; zero errors means zero.
-	forEachClient(clients, func(i int, cl Client) {
-		for _, op := range loadMix {
-			if err := cl[op](ctx); err != nil {
-				err = fmt.Errorf("warm-up, client %d: %w", i, err)
-				total.Fail(err)
-				perOp[op].Fail(err)
-			}
-		}
-	})
+	rec := newLoadRecorders()
+	warmUp(ctx, clients, rec)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -228,23 +205,7 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 		if interval > 0 {
 			phase = interval * time.Duration(i) / time.Duration(len(clients))
 		}
-		for k := 0; ctx.Err() == nil; k++ {
-			sched := time.Now()
-			if interval > 0 {
-				sched = start.Add(phase + time.Duration(k)*interval)
-				if d := time.Until(sched); d > 0 {
-					time.Sleep(d)
-				}
-			}
-			if !sched.Before(end) {
-				return
-			}
-			name := loadMix[(i+k)%len(loadMix)]
-			err := cl[name](ctx)
-			lat := time.Since(sched)
-			total.Record(lat, err)
-			perOp[name].Record(lat, err)
-		}
+		driveClient(ctx, cl, i, loadSchedule{start: start.Add(phase), end: end, interval: interval}, rec)
 	})
 	stop := time.Now()
 	usage := proc.Stop()
@@ -254,15 +215,97 @@ func runLoad(ctx context.Context, env *Env, s *Session, rows []string) ([]Result
 	}
 	var out []Result
 	for _, row := range rows {
-		rec := total
+		r := rec.total
 		if row != loadMixed {
-			rec = perOp[row[len(loadMixed)+1:]]
+			r = rec.perOp[row[len(loadMixed)+1:]]
 		}
-		rec.Start(start)
-		rec.Stop(stop)
-		out = append(out, Result{Name: row, Stats: rec.Stats(), Usage: usage, Note: note})
+		r.Start(start)
+		r.Stop(stop)
+		out = append(out, Result{Name: row, Stats: r.Stats(), Usage: usage, Note: note})
 	}
 	return out, nil
+}
+
+// loadClients makes n clients of the session; nil (and no error) when
+// the target lacks an op of the mix.
+func loadClients(s *Session, n int) ([]Client, error) {
+	clients := make([]Client, n)
+	for i := range clients {
+		cl, err := s.NewClient(i)
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range loadMix {
+			if _, ok := cl[op]; !ok {
+				return nil, nil
+			}
+		}
+		clients[i] = cl
+	}
+	return clients, nil
+}
+
+// loadRecorders record the whole mix and each op of it.
+type loadRecorders struct {
+	total *Recorder
+	perOp map[string]*Recorder
+}
+
+func newLoadRecorders() loadRecorders {
+	rec := loadRecorders{total: &Recorder{}, perOp: map[string]*Recorder{}}
+	for _, op := range loadMix {
+		rec.perOp[op] = &Recorder{}
+	}
+	return rec
+}
+
+func (rec loadRecorders) record(op string, lat time.Duration, err error) {
+	rec.total.Record(lat, err)
+	rec.perOp[op].Record(lat, err)
+}
+
+func (rec loadRecorders) fail(op string, err error) {
+	rec.total.Fail(err)
+	rec.perOp[op].Fail(err)
+}
+
+// warmUp has every client run the mix once (connections, page cache).
+// Its failures count as errors too; zero errors means zero.
+func warmUp(ctx context.Context, clients []Client, rec loadRecorders) {
+	forEachClient(clients, func(i int, cl Client) {
+		for _, op := range loadMix {
+			if err := cl[op](ctx); err != nil {
+				rec.fail(op, fmt.Errorf("warm-up, client %d: %w", i, err))
+			}
+		}
+	})
+}
+
+// loadSchedule is one client's pacing: call k is due at start +
+// k*interval (interval 0: back to back), and none starts at or after end.
+type loadSchedule struct {
+	start, end time.Time
+	interval   time.Duration
+}
+
+// driveClient runs client i's share of the mix on its schedule until the
+// end or ctx ends. A paced call's latency counts from when it was due.
+func driveClient(ctx context.Context, cl Client, i int, sch loadSchedule, rec loadRecorders) {
+	for k := 0; ctx.Err() == nil; k++ {
+		due := time.Now()
+		if sch.interval > 0 {
+			due = sch.start.Add(time.Duration(k) * sch.interval)
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		if !due.Before(sch.end) {
+			return
+		}
+		name := loadMix[(i+k)%len(loadMix)]
+		err := cl[name](ctx)
+		rec.record(name, time.Since(due), err)
+	}
 }
 
 // forEachClient runs fn for every client concurrently and waits.

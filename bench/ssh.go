@@ -74,93 +74,137 @@ func startSSHD() (_ *sshd, err error) {
 		return nil, err
 	}
 	s := &sshd{Home: home, Dir: dir, exited: make(chan struct{})}
-	hostPub, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	cfgFile, err := s.writeKeysAndConfig()
 	if err != nil {
 		return nil, err
 	}
-	userPub, userPriv, err := ed25519.GenerateKey(rand.Reader)
+	logPath, err := s.launch(cfgFile)
 	if err != nil {
 		return nil, err
 	}
-	hostKey, err := ssh.NewPublicKey(hostPub)
+	if err := s.waitListening(logPath); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// writeKeysAndConfig writes fresh host and user keys, authorized_keys,
+// known_hosts and an sshd_config for a free loopback port into s.Dir,
+// setting s.Addr, s.IdentityFile and s.KnownHosts; it returns the config.
+func (s *sshd) writeKeysAndConfig() (cfgFile string, err error) {
+	hostPriv, hostKey, err := newEd25519Key()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	userKey, err := ssh.NewPublicKey(userPub)
+	userPriv, userKey, err := newEd25519Key()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	write := func(name string, data []byte, mode os.FileMode) (string, error) {
-		p := filepath.Join(dir, name)
-		return p, os.WriteFile(p, data, mode)
-	}
-	writeKey := func(name string, key ed25519.PrivateKey) (string, error) {
-		block, err := ssh.MarshalPrivateKey(key, "")
-		if err != nil {
-			return "", err
-		}
-		return write(name, pem.EncodeToMemory(block), 0o600)
-	}
-	hostFile, err := writeKey("host_ed25519", hostPriv)
+	hostFile, err := s.writePrivateKey("host_ed25519", hostPriv)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	if s.IdentityFile, err = writeKey("id_ed25519", userPriv); err != nil {
-		return nil, err
+	if s.IdentityFile, err = s.writePrivateKey("id_ed25519", userPriv); err != nil {
+		return "", err
 	}
-	authKeys, err := write("authorized_keys", ssh.MarshalAuthorizedKey(userKey), 0o644)
+	authKeys, err := s.write("authorized_keys", ssh.MarshalAuthorizedKey(userKey), 0o644)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeLoopbackPort()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if s.KnownHosts, err = write("known_hosts", []byte(knownhosts.Line([]string{s.Addr}, hostKey)+"\n"), 0o644); err != nil {
-		return nil, err
+	if s.KnownHosts, err = s.write("known_hosts", []byte(knownhosts.Line([]string{s.Addr}, hostKey)+"\n"), 0o644); err != nil {
+		return "", err
 	}
-	cfgFile, err := write("sshd_config", []byte(strings.Join([]string{
+	return s.write("sshd_config", []byte(strings.Join([]string{
 		"Port " + strconv.Itoa(port), "ListenAddress 127.0.0.1", "HostKey " + hostFile,
 		"AuthorizedKeysFile " + authKeys, "PubkeyAuthentication yes", "PasswordAuthentication no",
 		"KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "PermitRootLogin no",
-		"AllowUsers " + sshUser, "UseDNS no", "PrintMotd no", "PidFile " + filepath.Join(dir, "sshd.pid"),
+		"AllowUsers " + sshUser, "UseDNS no", "PrintMotd no", "PidFile " + filepath.Join(s.Dir, "sshd.pid"),
 		"Subsystem sftp internal-sftp", "MaxStartups 100", "LogLevel ERROR", "",
 	}, "\n")), 0o644)
+}
+
+// newEd25519Key makes a key pair: the private key and its SSH public key.
+func newEd25519Key() (ed25519.PrivateKey, ssh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return priv, key, nil
+}
+
+// write writes data to name in s.Dir and returns its path.
+func (s *sshd) write(name string, data []byte, mode os.FileMode) (string, error) {
+	p := filepath.Join(s.Dir, name)
+	return p, os.WriteFile(p, data, mode)
+}
+
+// writePrivateKey writes key in OpenSSH PEM form, mode 0600.
+func (s *sshd) writePrivateKey(name string, key ed25519.PrivateKey) (string, error) {
+	block, err := ssh.MarshalPrivateKey(key, "")
+	if err != nil {
+		return "", err
+	}
+	return s.write(name, pem.EncodeToMemory(block), 0o600)
+}
+
+// freeLoopbackPort is a port nothing listened on a moment ago.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port, nil
+}
+
+// launch starts sshd on cfgFile in its own process group, logging to
+// sshd.log in s.Dir (returned), and closes s.exited when it ends.
+func (s *sshd) launch(cfgFile string) (logPath string, err error) {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		return nil, err
+		return "", err
 	}
-	logFile, err := os.Create(filepath.Join(dir, "sshd.log"))
+	logFile, err := os.Create(filepath.Join(s.Dir, "sshd.log"))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer logFile.Close() // the child has its own descriptor
 	s.cmd = exec.Command(sshdPath, "-D", "-e", "-f", cfgFile)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting sshd: %w", err)
+		return "", fmt.Errorf("starting sshd: %w", err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }() // killed by Stop is the normal end
+	return logFile.Name(), nil
+}
+
+// waitListening waits up to 10s for sshd to accept on s.Addr; an sshd
+// that exits first is reported with its log.
+func (s *sshd) waitListening(logPath string) error {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		select {
 		case <-s.exited:
-			log, _ := os.ReadFile(logFile.Name())
-			return nil, fmt.Errorf("sshd exited at start: %s", log)
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("sshd exited at start: %s", log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("sshd not listening on %s after 10s: %w", s.Addr, err), s.Stop())
+			return errors.Join(fmt.Errorf("sshd not listening on %s after 10s: %w", s.Addr, err), s.Stop())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
