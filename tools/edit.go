@@ -255,29 +255,70 @@ type editOutcome struct {
 // path only appears in error messages.
 func applyEdits(content string, edits []editSpec, path string) (editOutcome, error) {
 	single := len(edits) == 1
+	norm, err := normalizeEdits(edits, path)
+	if err != nil {
+		return editOutcome{}, err
+	}
+	orig := indexEndings(content)
+	lf := orig.lf
+	fuzzyLF := normalizeForFuzzyMatch(lf)
+	base, usedFuzzy := matchView(lf, fuzzyLF, norm)
+	reps, err := matchEdits(base, fuzzyLF, norm, path)
+	if err != nil {
+		return editOutcome{}, err
+	}
+	if !replacementsChange(base, reps) {
+		return editOutcome{}, noChangeError(single, path)
+	}
+	if usedFuzzy {
+		if reps, err = widenToLines(lf, fuzzyLF, reps); err != nil {
+			return editOutcome{}, err
+		}
+	}
+	newLF, ops := replacementDiff(lf, reps)
+	if newLF == lf {
+		return editOutcome{}, noChangeError(single, path) // the fuzzy view changed, the file would not
+	}
+	return editOutcome{
+		content: orig.splice(reps),
+		oldLF:   lf,
+		newLF:   newLF,
+		ops:     ops,
+		reps:    reps,
+	}, nil
+}
+
+// normalizeEdits gives every oldText and newText LF line endings and
+// refuses an empty oldText.
+func normalizeEdits(edits []editSpec, path string) ([]editSpec, error) {
 	norm := make([]editSpec, len(edits))
 	for i, e := range edits {
 		norm[i] = editSpec{OldText: normalizeLF(e.OldText), NewText: normalizeLF(e.NewText)}
 		if norm[i].OldText == "" {
-			if single {
-				return editOutcome{}, toolErrorf("oldText must not be empty in %s.", path)
+			if len(edits) == 1 {
+				return nil, toolErrorf("oldText must not be empty in %s.", path)
 			}
-			return editOutcome{}, toolErrorf("edits[%d].oldText must not be empty in %s.", i, path)
+			return nil, toolErrorf("edits[%d].oldText must not be empty in %s.", i, path)
 		}
 	}
+	return norm, nil
+}
 
-	orig := indexEndings(content)
-	lf := orig.lf
-	fuzzyLF := normalizeForFuzzyMatch(lf)
-
-	base, usedFuzzy := lf, false
+// matchView is the text every edit is matched in: the LF text, or the
+// fuzzy view as soon as one edit needs fuzzy matching.
+func matchView(lf, fuzzyLF string, norm []editSpec) (base string, usedFuzzy bool) {
 	for _, e := range norm {
 		if m, ok := fuzzyFind(lf, fuzzyLF, e.OldText); ok && m.fuzzy {
-			base, usedFuzzy = fuzzyLF, true
-			break
+			return fuzzyLF, true
 		}
 	}
+	return lf, false
+}
 
+// matchEdits finds each edit's oldText in base, once and only once, and
+// returns the replacements in text order; edits must not overlap.
+func matchEdits(base, fuzzyLF string, norm []editSpec, path string) ([]lfReplacement, error) {
+	single := len(norm) == 1
 	type matched struct {
 		edit          int
 		start, length int
@@ -287,15 +328,15 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		m, ok := fuzzyFind(base, fuzzyLF, e.OldText)
 		if !ok {
 			if single {
-				return editOutcome{}, toolErrorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", path)
+				return nil, toolErrorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", path)
 			}
-			return editOutcome{}, toolErrorf("Could not find edits[%d] in %s. The oldText must match exactly including all whitespace and newlines.", i, path)
+			return nil, toolErrorf("Could not find edits[%d] in %s. The oldText must match exactly including all whitespace and newlines.", i, path)
 		}
 		if n := countFuzzyOccurrences(base, fuzzyLF, e.OldText); n > 1 {
 			if single {
-				return editOutcome{}, toolErrorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, path)
+				return nil, toolErrorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, path)
 			}
-			return editOutcome{}, toolErrorf("Found %d occurrences of edits[%d] in %s. Each oldText must be unique. Please provide more context to make it unique.", n, i, path)
+			return nil, toolErrorf("Found %d occurrences of edits[%d] in %s. Each oldText must be unique. Please provide more context to make it unique.", n, i, path)
 		}
 		matches = append(matches, matched{edit: i, start: m.index, length: m.length})
 	}
@@ -305,38 +346,20 @@ func applyEdits(content string, edits []editSpec, path string) (editOutcome, err
 		if i > 0 {
 			prev := matches[i-1]
 			if prev.start+prev.length > m.start {
-				return editOutcome{}, toolErrorf("edits[%d] and edits[%d] overlap in %s. Merge them into one edit or target disjoint regions.", prev.edit, m.edit, path)
+				return nil, toolErrorf("edits[%d] and edits[%d] overlap in %s. Merge them into one edit or target disjoint regions.", prev.edit, m.edit, path)
 			}
 		}
 		reps[i] = lfReplacement{start: m.start, end: m.start + m.length, text: norm[m.edit].NewText}
 	}
+	return reps, nil
+}
 
-	noChange := func() error {
-		if single {
-			return toolErrorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", path)
-		}
-		return toolErrorf("No changes made to %s. The replacements produced identical content.", path)
+// noChangeError is pi's error for edits that change nothing.
+func noChangeError(single bool, path string) error {
+	if single {
+		return toolErrorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", path)
 	}
-	if !replacementsChange(base, reps) {
-		return editOutcome{}, noChange()
-	}
-	if usedFuzzy {
-		var err error
-		if reps, err = widenToLines(lf, fuzzyLF, reps); err != nil {
-			return editOutcome{}, err
-		}
-	}
-	newLF, ops := replacementDiff(lf, reps)
-	if newLF == lf {
-		return editOutcome{}, noChange() // the fuzzy view changed, the file would not
-	}
-	return editOutcome{
-		content: orig.splice(reps),
-		oldLF:   lf,
-		newLF:   newLF,
-		ops:     ops,
-		reps:    reps,
-	}, nil
+	return toolErrorf("No changes made to %s. The replacements produced identical content.", path)
 }
 
 // replacementsChange reports whether applying reps to s changes it,

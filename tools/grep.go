@@ -58,17 +58,7 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	if args.Context != nil && *args.Context > 0 {
 		contextLines = int(math.Min(math.Floor(*args.Context), 1<<20))
 	}
-
-	if _, err := t.ops.Stat(ctx, searchPath); err != nil {
-		if ctx.Err() != nil {
-			return Result{}, errAborted
-		}
-		if pathMissing(err) {
-			return Result{}, toolErrorf("Path not found: %s", searchPath)
-		}
-		return Result{}, err
-	}
-	res, err := t.ops.Search(ctx, opsapi.SearchRequest{
+	res, err := t.search(ctx, opsapi.SearchRequest{
 		Pattern:    args.Pattern,
 		Path:       searchPath,
 		Glob:       strings.TrimPrefix(args.Glob, "./"),
@@ -78,39 +68,76 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		Limit:      limit,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, errAborted
-		}
-		return Result{}, fmt.Errorf("%s", engineMessage(err))
+		return Result{}, err
 	}
+	lines := formatGrepLines(res.Lines, limit)
+	if lines.matches == 0 {
+		return Result{Content: []Content{TextContent("No matches found")}}, nil
+	}
+	return grepResult(lines, limit, res.LimitReached || lines.limitReached), nil
+}
 
-	var out []string
-	matches, linesTruncated := 0, false
-	limitReached := res.LimitReached
-	for _, l := range res.Lines {
+// search checks that the path exists (pi's "Path not found") and runs
+// the search where the files are.
+func (t *grepTool) search(ctx context.Context, req opsapi.SearchRequest) (opsapi.SearchResult, error) {
+	if _, err := t.ops.Stat(ctx, req.Path); err != nil {
+		if ctx.Err() != nil {
+			return opsapi.SearchResult{}, errAborted
+		}
+		if pathMissing(err) {
+			return opsapi.SearchResult{}, toolErrorf("Path not found: %s", req.Path)
+		}
+		return opsapi.SearchResult{}, err
+	}
+	res, err := t.ops.Search(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return opsapi.SearchResult{}, errAborted
+		}
+		return opsapi.SearchResult{}, fmt.Errorf("%s", engineMessage(err))
+	}
+	return res, nil
+}
+
+// grepLines are the search's lines as pi prints them.
+type grepLines struct {
+	out            []string
+	matches        int
+	linesTruncated bool // a line was cut to GrepMaxLineLength
+	limitReached   bool // the backend sent more matches than limit
+}
+
+// formatGrepLines prints matches as "path:line: text" and context as
+// "path-line- text", each cut to GrepMaxLineLength, stopping at limit
+// matches for a backend that ignored Limit.
+func formatGrepLines(lines []opsapi.SearchLine, limit int) grepLines {
+	var g grepLines
+	for _, l := range lines {
 		if l.Match {
-			if matches >= limit { // a backend that ignored Limit
-				limitReached = true
+			if g.matches >= limit {
+				g.limitReached = true
 				break
 			}
-			matches++
+			g.matches++
 		}
 		text := strings.ReplaceAll(l.Text, "\r\n", "\n")
 		text = strings.ReplaceAll(text, "\r", "")
 		text = strings.TrimSuffix(text, "\n")
 		text, cut := TruncateLine(text, GrepMaxLineLength)
-		linesTruncated = linesTruncated || cut
+		g.linesTruncated = g.linesTruncated || cut
 		if l.Match {
-			out = append(out, fmt.Sprintf("%s:%d: %s", l.Path, l.Line, text))
+			g.out = append(g.out, fmt.Sprintf("%s:%d: %s", l.Path, l.Line, text))
 		} else {
-			out = append(out, fmt.Sprintf("%s-%d- %s", l.Path, l.Line, text))
+			g.out = append(g.out, fmt.Sprintf("%s-%d- %s", l.Path, l.Line, text))
 		}
 	}
-	if matches == 0 {
-		return Result{Content: []Content{TextContent("No matches found")}}, nil
-	}
+	return g
+}
 
-	tr := TruncateHead(strings.Join(out, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
+// grepResult truncates the printed lines to pi's byte limit and adds
+// its notices (match limit, byte limit, cut lines) with their details.
+func grepResult(lines grepLines, limit int, limitReached bool) Result {
+	tr := TruncateHead(strings.Join(lines.out, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
 	output := tr.Content
 	var details grepDetails
 	var notices []string
@@ -122,7 +149,7 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")
 		details.Truncation = &tr
 	}
-	if linesTruncated {
+	if lines.linesTruncated {
 		notices = append(notices, fmt.Sprintf("Some lines truncated to %d chars. Use read tool to see full lines", GrepMaxLineLength))
 		details.LinesTruncated = true
 	}
@@ -132,5 +159,5 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		result.Details = details
 	}
 	result.Content = []Content{TextContent(output)}
-	return result, nil
+	return result
 }
