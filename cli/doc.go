@@ -15,7 +15,10 @@
 //	broker token new | hash [token]          make a token, or the hash a tenant holds
 //	broker version                           print build information
 //
-// Each subcommand has its own flag.FlagSet; `broker <cmd> -h` lists them.
+// Every command and subcommand answers -h and --help with its usage on
+// stdout and exit status 0: a group (ws, policy, audit, token) lists its
+// subcommands, every other verb parses its own flag.FlagSet, which lists
+// its flags.
 //
 // # Configuration
 //
@@ -25,7 +28,9 @@
 // With nothing set it serves the local backend on 127.0.0.1:8722, keeps
 // its state in $XDG_STATE_HOME/wsbroker (~/.local/state/wsbroker), and on
 // first start writes a random token to <state>/token (mode 0600) and
-// prints it once to stderr. Logs are JSON lines (log/slog) on stderr.
+// prints it once to stderr. Once listening it prints the next step (the
+// URL, where the token is, a `broker ws create` and a curl command that
+// reach it). Logs are JSON lines (log/slog) on stderr.
 //
 // A config file holds any of these keys (unknown keys are errors):
 //
