@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,12 @@ func (b *Backend) openCgroups() error {
 	if err != nil {
 		if mode != cgroups.Auto {
 			return opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
+		}
+		if runtime.GOOS != "linux" {
+			// Nor is there a /proc to find marked processes by.
+			b.logger.Warn("cgroups unavailable: they exist only on Linux; commands are contained by their process group only: "+
+				"a process that leaves its group escapes the kill, background processes cannot be listed, and no limits apply", "os", runtime.GOOS)
+			return nil
 		}
 		b.logger.Warn("cgroups unavailable: commands are contained by process groups and markers only; "+
 			"a process that leaves its group and clears its environment escapes the kill, and no limits apply", "err", err)
