@@ -23,6 +23,11 @@ test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail in
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) test-pi
 
+.PHONY: cross
+cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
+	GOOS=darwin $(GO) build ./...
+	GOOS=darwin $(GO) vet ./...
+
 .PHONY: test-pi
 test-pi: ## Build the pi integration (integrations/pi) with tsc and run its node tests against a broker they build.
 	cd integrations/pi && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test

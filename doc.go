@@ -14,6 +14,7 @@
 //	backends/shared/globwalk  fd-style glob with .gitignore, shared by backends
 //	backends/backendtest  the one conformance suite every backend joins
 //	killtree/          process-group killing with escalation
+//	cgroups/           Linux cgroups: limits, placement before exec, kill, OOM count
 //	broker/            the HTTP server (chi)
 //	client/            a Go client implementing opsapi over HTTP
 //	cli/, cmd/broker   the command-line interface, kept thin

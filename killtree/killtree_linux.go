@@ -106,15 +106,25 @@ func GroupMarked(pgid int, marker string) (bool, error) {
 	return false, nil
 }
 
-func groupPids(pgid int) []int {
-	ps, _ := procs()
+// GroupPids lists the live (non-zombie) processes in process group pgid.
+func GroupPids(pgid int) ([]int, error) {
+	ps, err := procs()
+	if err != nil {
+		return nil, err
+	}
 	var out []int
 	for _, p := range ps {
 		if p.pgid == pgid && !p.zombie {
 			out = append(out, p.pid)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// Alive reports whether process pid exists and is not a zombie.
+func Alive(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && !st.zombie
 }
 
 // KillMarked ends every process whose environment holds the exact entry

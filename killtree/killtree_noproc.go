@@ -19,7 +19,12 @@ func KillMarked(marker string, grace time.Duration) (int, error) {
 // GroupMarked needs /proc; this system has none.
 func GroupMarked(pgid int, marker string) (bool, error) { return false, errors.ErrUnsupported }
 
-func groupPids(pgid int) []int { return nil }
+// GroupPids needs /proc; this system has none.
+func GroupPids(pgid int) ([]int, error) { return nil, errors.ErrUnsupported }
+
+// Alive reports whether process pid exists; without /proc a zombie
+// counts as alive.
+func Alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 // markedSet is never built where /proc is missing.
 type markedSet struct{}

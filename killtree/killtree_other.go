@@ -22,6 +22,15 @@ func KillAll(pgid int, marker string, grace time.Duration) (int, error) {
 // GroupGone cannot tell without Unix process groups: false.
 func GroupGone(pgid int) bool { return false }
 
+// GroupEmpty cannot tell without Unix process groups: false.
+func GroupEmpty(pgid int) bool { return false }
+
+// GroupPids is not supported without Unix process groups.
+func GroupPids(pgid int) ([]int, error) { return nil, errors.ErrUnsupported }
+
+// Alive is not supported without /proc: false.
+func Alive(pid int) bool { return false }
+
 // GroupMembers is not supported without Unix process groups.
 func GroupMembers(pgid int) (int, error) { return 0, errors.ErrUnsupported }
 

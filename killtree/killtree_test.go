@@ -60,12 +60,6 @@ func wait(t *testing.T, cmd *exec.Cmd) {
 	}
 }
 
-// alive reports whether pid is a live (non-zombie) process.
-func alive(pid int) bool {
-	st, ok := readStat(pid)
-	return ok && !st.zombie
-}
-
 func marker(t *testing.T) string {
 	b := make([]byte, 8)
 	rand.Read(b)
@@ -93,7 +87,7 @@ func TestKillsGrandchildren(t *testing.T) {
 	cmd := start(t, "sleep 600 & sleep 600 & wait")
 	pgid := cmd.Process.Pid
 	waitFor(t, "bash and two sleeps", func() bool { n, _ := GroupMembers(pgid); return n == 3 })
-	members := groupPids(pgid)
+	members, _ := GroupPids(pgid)
 
 	killed, err := KillGroup(pgid, 2*time.Second)
 	if err != nil {
@@ -104,7 +98,7 @@ func TestKillsGrandchildren(t *testing.T) {
 	}
 	wait(t, cmd)
 	waitFor(t, "every member gone", func() bool {
-		return !slices.ContainsFunc(members, alive)
+		return !slices.ContainsFunc(members, Alive)
 	})
 	if n, _ := GroupMembers(pgid); n != 0 {
 		t.Errorf("group still has %d members", n)
@@ -117,7 +111,7 @@ func TestSIGTERMIgnoredEscalatesToSIGKILL(t *testing.T) {
 	cmd := start(t, "trap '' TERM; sleep 600 & sleep 600")
 	pgid := cmd.Process.Pid
 	waitFor(t, "both processes", func() bool { n, _ := GroupMembers(pgid); return n == 3 || n == 2 })
-	members := groupPids(pgid)
+	members, _ := GroupPids(pgid)
 
 	grace := 300 * time.Millisecond
 	begin := time.Now()
@@ -132,7 +126,7 @@ func TestSIGTERMIgnoredEscalatesToSIGKILL(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("bash ended with %v, want killed by SIGKILL", cmd.ProcessState)
 	}
-	waitFor(t, "every member gone", func() bool { return !slices.ContainsFunc(members, alive) })
+	waitFor(t, "every member gone", func() bool { return !slices.ContainsFunc(members, Alive) })
 }
 
 func TestGroupAlreadyGoneIsSuccess(t *testing.T) {
@@ -143,7 +137,7 @@ func TestGroupAlreadyGoneIsSuccess(t *testing.T) {
 		t.Fatalf("KillGroup on a finished group = %d, %v; want 0, nil", killed, err)
 	}
 	// ESRCH from kill(2) must be recognised through errors.Is.
-	if err := signalGroup(cmd.Process.Pid, syscall.SIGTERM); err != nil {
+	if err := SignalGroup(cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -178,7 +172,7 @@ func TestKillMarkedCatchesSetsidEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, cmd)
-	if !alive(escaped) {
+	if !Alive(escaped) {
 		t.Fatal("the setsid'ed process died with the group; the test does not exercise an escape")
 	}
 
@@ -189,7 +183,7 @@ func TestKillMarkedCatchesSetsidEscape(t *testing.T) {
 	if killed < 1 {
 		t.Errorf("KillMarked killed %d, want >= 1", killed)
 	}
-	waitFor(t, "the escaped process gone", func() bool { return !alive(escaped) })
+	waitFor(t, "the escaped process gone", func() bool { return !Alive(escaped) })
 	if left := markedPids(t, mk); len(left) != 0 {
 		t.Errorf("marked processes left: %v", left)
 	}
@@ -233,7 +227,7 @@ func TestKillMarkedIgnoresOthers(t *testing.T) {
 			t.Fatalf("KillMarked(%q) = %d, %v; want 0, nil", m, n, err)
 		}
 	}
-	if !alive(cmd.Process.Pid) {
+	if !Alive(cmd.Process.Pid) {
 		t.Fatal("an unmarked process was killed")
 	}
 	if _, err := KillMarked("", 0); err == nil {

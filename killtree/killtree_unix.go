@@ -49,11 +49,12 @@ func KillAll(pgid int, marker string, grace time.Duration) (killed int, err erro
 		n, gerr := groupCount(pgid)
 		if gerr == nil {
 			killed += n
-			for _, p := range groupPids(pgid) {
+			pids, _ := GroupPids(pgid)
+			for _, p := range pids {
 				seen[p] = true
 			}
 		}
-		if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
+		if err := SignalGroup(pgid, syscall.SIGTERM); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -75,7 +76,7 @@ func KillAll(pgid int, marker string, grace time.Duration) (killed int, err erro
 
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		groupGone := pgid <= 0 || groupEmpty(pgid)
+		groupGone := pgid <= 0 || GroupEmpty(pgid)
 		markedGone := marked == nil || marked.empty()
 		if groupGone && markedGone {
 			break
@@ -84,7 +85,7 @@ func KillAll(pgid int, marker string, grace time.Duration) (killed int, err erro
 	}
 
 	if pgid > 0 {
-		if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+		if err := SignalGroup(pgid, syscall.SIGKILL); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -99,9 +100,9 @@ func KillAll(pgid int, marker string, grace time.Duration) (killed int, err erro
 	return killed, errors.Join(errs...)
 }
 
-// signalGroup sends sig to every process of group pgid; a group that is
+// SignalGroup sends sig to every process of group pgid; a group that is
 // already gone (ESRCH) counts as success.
-func signalGroup(pgid int, sig syscall.Signal) error {
+func SignalGroup(pgid int, sig syscall.Signal) error {
 	err := syscall.Kill(-pgid, sig)
 	if err == nil || errors.Is(err, syscall.ESRCH) {
 		return nil
@@ -127,10 +128,10 @@ func (e *signalError) Unwrap() error { return e.err }
 // GroupMembers tells.
 func GroupGone(pgid int) bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) }
 
-// groupEmpty reports whether group pgid has no live (non-zombie) member.
+// GroupEmpty reports whether group pgid has no live (non-zombie) member.
 // Where members cannot be counted it asks the kernel with signal 0, which
 // also sees zombies: the caller must reap its own child.
-func groupEmpty(pgid int) bool {
+func GroupEmpty(pgid int) bool {
 	if n, err := groupCount(pgid); err == nil {
 		return n == 0
 	}

@@ -84,16 +84,26 @@ func TestProcessesListsAndKillsBackgroundChildren(t *testing.T) {
 			if !alive(bg) || !alive(bg2) {
 				t.Fatal("the background children died with the command (pi keeps them)")
 			}
-			ps, err := ws.Processes(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The command may return while a child is still inside
+			// execve, whose command line reads empty for that moment:
+			// look again until both show theirs.
+			var ps []opsapi.Process
 			found := map[int]string{}
-			for _, p := range ps {
-				found[p.PID] = p.Command
-			}
-			if !strings.Contains(found[bg], "sleep 600") || !strings.Contains(found[bg2], "sleep 601") {
-				t.Fatalf("Processes = %+v, want %d and %d", ps, bg, bg2)
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				ps, err = ws.Processes(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				clear(found)
+				for _, p := range ps {
+					found[p.PID] = p.Command
+				}
+				if strings.Contains(found[bg], "sleep 600") && strings.Contains(found[bg2], "sleep 601") {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("Processes = %+v, want %d and %d", ps, bg, bg2)
+				}
 			}
 			// A pid that is not the workspace's is refused, and nothing dies.
 			if _, err := ws.KillProcesses(context.Background(), []int{bg, os.Getpid()}); !errors.Is(err, opsapi.ErrNotExist) {

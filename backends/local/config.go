@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wsbroker/wsbroker/killtree"
+	"github.com/wsbroker/wsbroker/cgroups"
 )
 
 // Config configures the local backend. Zero fields take the defaults of
@@ -43,10 +43,10 @@ type Config struct {
 	Cgroups string `json:"cgroups" yaml:"cgroups"`
 	// Limits are every workspace's default limits (a workspace's options
 	// may set its own); zero fields mean no limit. They need cgroups.
-	Limits killtree.Limits `json:"limits" yaml:"limits"`
+	Limits cgroups.Limits `json:"limits" yaml:"limits"`
 	// CommandLimits bound each command inside its workspace; zero fields
 	// mean only the workspace's limits apply.
-	CommandLimits killtree.Limits `json:"commandLimits" yaml:"commandLimits"`
+	CommandLimits cgroups.Limits `json:"commandLimits" yaml:"commandLimits"`
 }
 
 // Defaults.

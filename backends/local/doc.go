@@ -24,7 +24,7 @@
 // manage cgroups (Config.Cgroups "auto", as root), each workspace has a
 // cgroup with its limits (memory, pids, CPU: Config.Limits, or the
 // workspace's "limits" option) and each command a child cgroup it is placed
-// in before it runs (package killtree). A deadline or cancellation sends
+// in before it runs (package cgroups). A deadline or cancellation sends
 // SIGTERM to the process group and the command's cgroup, waits KillGrace,
 // then kills everything left in the cgroup, so setsid, double fork and a
 // cleared environment do not escape; an OOM kill inside the cgroup sets

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -93,7 +94,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 
 	// The command's own cgroup, inside the workspace's, holds it and
 	// everything it starts from its first instruction on.
-	var cg *killtree.Group
+	var cg *cgroups.Group
 	if err := w.ensureGroup(); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
@@ -230,7 +231,7 @@ type call struct {
 	req    opsapi.ExecRequest
 	marker string
 	begin  time.Time
-	cg     *killtree.Group // nil without cgroups
+	cg     *cgroups.Group // nil without cgroups
 }
 
 // run pumps output until the command has exited and its output has gone

@@ -14,10 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -28,7 +30,7 @@ type Backend struct {
 	dir    string // StateDir/workspaces, symlinks resolved
 	logger *slog.Logger
 	closed atomic.Bool
-	cg     *killtree.Cgroups // nil: process groups and markers only
+	cg     *cgroups.Base // nil: process groups and markers only
 	// cgMu orders creating a workspace's group against removing the
 	// base group once the last workspace is gone.
 	cgMu sync.Mutex
@@ -83,14 +85,20 @@ func (b *Backend) openCgroups() error {
 		b.logger.Info("cgroups disabled by configuration: commands are contained by process groups and markers only")
 		return nil
 	}
-	mode := map[string]killtree.CgroupMode{"v1": killtree.CgroupV1, "v2": killtree.CgroupV2}[b.cfg.Cgroups]
+	mode := map[string]cgroups.Mode{"v1": cgroups.V1, "v2": cgroups.V2}[b.cfg.Cgroups]
 	// One base group per state directory, so a restarted broker finds
 	// exactly what its predecessor left.
 	sum := sha256.Sum256([]byte(b.dir))
-	cg, err := killtree.OpenCgroups(killtree.CgroupConfig{Name: "wsbroker-" + hex.EncodeToString(sum[:6]), Mode: mode})
+	cg, err := cgroups.Open(cgroups.Config{Name: "wsbroker-" + hex.EncodeToString(sum[:6]), Mode: mode})
 	if err != nil {
-		if mode != killtree.CgroupAuto {
+		if mode != cgroups.Auto {
 			return opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
+		}
+		if runtime.GOOS != "linux" {
+			// Nor is there a /proc to find marked processes by.
+			b.logger.Warn("cgroups unavailable: they exist only on Linux; commands are contained by their process group only: "+
+				"a process that leaves its group escapes the kill, background processes cannot be listed, and no limits apply", "os", runtime.GOOS)
+			return nil
 		}
 		b.logger.Warn("cgroups unavailable: commands are contained by process groups and markers only; "+
 			"a process that leaves its group and clears its environment escapes the kill, and no limits apply", "err", err)
@@ -98,7 +106,7 @@ func (b *Backend) openCgroups() error {
 	}
 	b.cg = cg
 	b.logger.Info("cgroups in use", "mode", cg.Mode().String(), "path", cg.Path(), "controllers", cg.Controllers())
-	for _, l := range []killtree.Limits{b.cfg.Limits, b.cfg.CommandLimits} {
+	for _, l := range []cgroups.Limits{b.cfg.Limits, b.cfg.CommandLimits} {
 		if m := cg.Missing(l); len(m) > 0 {
 			b.logger.Warn("configured limits not enforced: controllers missing", "controllers", m)
 		}
@@ -118,7 +126,7 @@ func (b *Backend) reconcile() {
 			b.logger.Warn("reconcile: listing cgroups", "err", err)
 		}
 		for _, name := range names {
-			ws, err := b.cg.Group(name, killtree.Limits{})
+			ws, err := b.cg.Group(name, cgroups.Limits{})
 			if err != nil {
 				b.logger.Warn("reconcile", "workspace", name, "err", err)
 				continue
@@ -172,7 +180,7 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 type createOptions struct {
 	// Limits override the backend's default workspace limits field by
 	// field; they need cgroups.
-	Limits *killtree.Limits `json:"limits"`
+	Limits *cgroups.Limits `json:"limits"`
 }
 
 // Create makes the directory of a new workspace. An ID that is not a safe
@@ -268,7 +276,7 @@ func (b *Backend) Close() error {
 		b.cgMu.Lock()
 		names, _ := b.cg.Children()
 		for _, n := range names {
-			if g, err := b.cg.Group(n, killtree.Limits{}); err == nil && g.Empty() {
+			if g, err := b.cg.Group(n, cgroups.Limits{}); err == nil && g.Empty() {
 				_ = g.Delete()
 			}
 		}
@@ -297,7 +305,7 @@ func (b *Backend) limitsFile(id string) string {
 	return filepath.Join(b.cfg.StateDir, "limits", id+".json")
 }
 
-func (b *Backend) saveLimits(id string, l killtree.Limits) error {
+func (b *Backend) saveLimits(id string, l cgroups.Limits) error {
 	if l.IsZero() {
 		return nil
 	}
@@ -312,12 +320,12 @@ func (b *Backend) saveLimits(id string, l killtree.Limits) error {
 }
 
 // loadLimits is what saveLimits kept, or the configured defaults.
-func (b *Backend) loadLimits(id string) killtree.Limits {
+func (b *Backend) loadLimits(id string) cgroups.Limits {
 	data, err := os.ReadFile(b.limitsFile(id))
 	if err != nil {
 		return b.cfg.Limits
 	}
-	var l killtree.Limits
+	var l cgroups.Limits
 	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
 		b.logger.Warn("unreadable saved limits; using the configured ones", "workspace", id, "err", err)
 		return b.cfg.Limits
@@ -327,13 +335,13 @@ func (b *Backend) loadLimits(id string) killtree.Limits {
 
 func (b *Backend) dropLimits(id string) { _ = os.Remove(b.limitsFile(id)) }
 
-func (b *Backend) open(id string, limits killtree.Limits) (*Workspace, error) {
+func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 	dir := filepath.Join(b.dir, id)
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, opsapi.E("local.open", id, nil, err)
 	}
-	var cg *killtree.Group
+	var cg *cgroups.Group
 	if b.cg != nil {
 		b.cgMu.Lock()
 		cg, err = b.cg.Group(id, limits)
@@ -365,8 +373,8 @@ type Workspace struct {
 	fsroot *os.Root // every file access goes through it
 	cfg    Config
 	logger *slog.Logger
-	marker string          // KEY=VALUE in every command's environment
-	cg     *killtree.Group // the workspace's cgroup; nil without cgroups
+	marker string         // KEY=VALUE in every command's environment
+	cg     *cgroups.Group // the workspace's cgroup; nil without cgroups
 	b      *Backend
 
 	mu        sync.Mutex

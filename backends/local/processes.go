@@ -3,12 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -64,47 +58,7 @@ func (w *Workspace) KillProcesses(ctx context.Context, pids []int) (int, error) 
 	if err != nil {
 		return 0, opsapi.E(op, w.id, nil, err)
 	}
-	// Pin every target by pidfd while it is known to be ours, so a pid
-	// reused later is never hit.
-	fds := make([]int, 0, len(pids))
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for _, p := range pids {
-		if !slices.Contains(mine, p) {
-			return 0, opsapi.E(op, fmt.Sprint(p), opsapi.ErrNotExist, errors.New("no such process in the workspace"))
-		}
-		fd, err := unix.PidfdOpen(p, 0)
-		if err != nil {
-			if errors.Is(err, syscall.ESRCH) {
-				continue
-			}
-			return 0, opsapi.E(op, fmt.Sprint(p), nil, err)
-		}
-		fds = append(fds, fd)
-	}
-	for _, fd := range fds {
-		_ = unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0)
-	}
-	for end := time.Now().Add(w.cfg.KillGrace); time.Now().Before(end) && !allExited(fds); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, fd := range fds {
-		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	}
-	return len(fds), nil
-}
-
-func allExited(fds []int) bool {
-	for _, fd := range fds {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(pfd, 0); err != nil || n == 0 {
-			return false
-		}
-	}
-	return true
+	return killPids(op, pids, mine, w.cfg.KillGrace)
 }
 
 func wrapErr(op, path string, err error) error {

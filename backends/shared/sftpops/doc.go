@@ -29,9 +29,10 @@
 // write.
 //
 // A server that advertises atomic-write@wsbroker.dev (the broker's own,
-// package backends/shared/sftpserver) gets a file of up to 64 KiB in one request
-// instead: the server does the same steps inside the workspace, and the
-// write costs one round trip instead of three.
+// package backends/shared/sftpserver; the names in backends/shared/sftpext)
+// gets a file of up to 64 KiB in one request instead: the server does the
+// same steps inside the workspace, and the write costs one round trip
+// instead of three.
 //
 // # Errors
 //

@@ -14,7 +14,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -63,8 +63,8 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	}
 	o, err := withValue(ctx, f, true, func(c *sftp.Client) (opened, error) {
 		statPath := abs
-		if _, ok := c.HasExtension(sftpserver.ReadSmall); ok {
-			statPath = sftpserver.ReadSmallPath(abs)
+		if _, ok := c.HasExtension(sftpext.ReadSmall); ok {
+			statPath = sftpext.ReadSmallPath(abs)
 		}
 		fi, err := c.Stat(statPath)
 		if err != nil {
@@ -122,7 +122,7 @@ func inlineContent(fi os.FileInfo) ([]byte, bool) {
 		return nil, false
 	}
 	for _, e := range st.Extended {
-		if e.ExtType == sftpserver.ReadSmall {
+		if e.ExtType == sftpext.ReadSmall {
 			return []byte(e.ExtData), true
 		}
 	}
@@ -414,8 +414,8 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 		return MapErr(op, p, err)
 	}
 	f.removeOrphans(c)
-	if _, ok := c.HasExtension(sftpserver.AtomicWrite); ok {
-		data, whole, err := readUpTo(ctxReader{ctx, r}, sftpserver.MaxAtomicWrite)
+	if _, ok := c.HasExtension(sftpext.AtomicWrite); ok {
+		data, whole, err := readUpTo(ctxReader{ctx, r}, sftpext.MaxAtomicWrite)
 		if err != nil {
 			return MapErr(op, p, err)
 		}
@@ -433,7 +433,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	}
 	create := func(target string) (created, error) {
 		dir, base := path.Split(target)
-		tmp := path.Join(dir, sftpserver.TempName(base))
+		tmp := path.Join(dir, sftpext.TempName(base))
 		file, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 		return created{file, tmp}, err
 	}
@@ -566,9 +566,9 @@ func readUpTo(r io.Reader, limit int) (data []byte, whole bool, err error) {
 // unless NoSync, rename. Like that path's rename, the request, once sent,
 // is waited for whatever ctx does: the replace happens whole or not at all.
 func (f *FS) atomicWrite(ctx context.Context, c *sftp.Client, abs string, data []byte) error {
-	ext := []sftp.StatExtended{{ExtType: sftpserver.AtomicWrite, ExtData: string(data)}}
+	ext := []sftp.StatExtended{{ExtType: sftpext.AtomicWrite, ExtData: string(data)}}
 	if !f.opt.NoSync {
-		ext = append(ext, sftp.StatExtended{ExtType: sftpserver.AtomicWriteSync, ExtData: "1"})
+		ext = append(ext, sftp.StatExtended{ExtType: sftpext.AtomicWriteSync, ExtData: "1"})
 	}
 	if err := ctx.Err(); err != nil {
 		return err

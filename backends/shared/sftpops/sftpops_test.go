@@ -18,6 +18,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
 	"github.com/wsbroker/wsbroker/internal/testutil"
@@ -111,7 +112,7 @@ func startWsbServer(t *testing.T) (*sftp.Client, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.HasExtension(sftpserver.AtomicWrite); !ok {
+	if _, ok := c.HasExtension(sftpext.AtomicWrite); !ok {
 		t.Fatal("the server does not advertise atomic-write")
 	}
 	kill := func() {

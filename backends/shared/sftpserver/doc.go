@@ -1,7 +1,9 @@
 // Package sftpserver is the broker's own SFTP server: github.com/pkg/sftp's
 // server, plus two extensions that each save round trips: one replaces a
 // small file atomically in a single round trip, the other returns a small
-// file's content with its stat.
+// file's content with its stat. Their names, limits and the temporary
+// file's name are in package sftpext, which the client side (package
+// sftpops) imports instead of this one.
 //
 // # Overview
 //
@@ -18,8 +20,8 @@
 // step removes the temporary file and leaves the target as it was.
 //
 // The second is ReadSmall: a STAT of a path followed by a NUL byte and
-// ReadSmall. When the path names a regular file of at most MaxReadSmall
-// bytes that the server may read, the reply is its attributes with the
+// ReadSmall. When the path names a regular file of at most
+// sftpext.MaxReadSmall bytes that the server may read, the reply is its attributes with the
 // content as an extended pair; otherwise the request goes to pkg/sftp as
 // the plain STAT of the path. A small read then costs one round trip
 // instead of stat, open and read.

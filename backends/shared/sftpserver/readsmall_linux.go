@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 )
 
 // readSmall returns the ATTRS reply carrying p's content, or false when p
@@ -15,7 +17,7 @@ import (
 // checked to be the same file.
 func readSmall(id uint32, p string) ([]byte, bool) {
 	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxReadSmall {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > sftpext.MaxReadSmall {
 		return nil, false
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -24,7 +26,7 @@ func readSmall(id uint32, p string) ([]byte, bool) {
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !os.SameFile(fi, st) || !st.Mode().IsRegular() || st.Size() > MaxReadSmall {
+	if err != nil || !os.SameFile(fi, st) || !st.Mode().IsRegular() || st.Size() > sftpext.MaxReadSmall {
 		return nil, false
 	}
 	// One byte past the size shows a file that grew, and a pseudo-file
@@ -45,7 +47,7 @@ func readSmall(id uint32, p string) ([]byte, bool) {
 // size len(content) (what was read, should it have shrunk since) and
 // content as the ReadSmall pair.
 func attrsPacket(id uint32, sys *syscall.Stat_t, content []byte) []byte {
-	b := make([]byte, 4, 4+1+4+4+8+8+4+8+4+8+len(ReadSmall)+4+len(content))
+	b := make([]byte, 4, 4+1+4+4+8+8+4+8+4+8+len(sftpext.ReadSmall)+4+len(content))
 	b = append(b, fxpAttrs)
 	b = binary.BigEndian.AppendUint32(b, id)
 	b = binary.BigEndian.AppendUint32(b, attrSize|attrUIDGID|attrPermissions|attrACModTime|attrExtended)
@@ -56,7 +58,7 @@ func attrsPacket(id uint32, sys *syscall.Stat_t, content []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(sys.Atim.Sec))
 	b = binary.BigEndian.AppendUint32(b, uint32(sys.Mtim.Sec))
 	b = binary.BigEndian.AppendUint32(b, 1)
-	b = appendString(b, ReadSmall)
+	b = appendString(b, sftpext.ReadSmall)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(content)))
 	b = append(b, content...)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))

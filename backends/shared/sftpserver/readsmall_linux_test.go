@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 )
 
 // inline returns the content a ReadSmall reply carried, if any.
@@ -21,7 +22,7 @@ func inline(t *testing.T, fi os.FileInfo) (string, bool) {
 		t.Fatalf("stat's Sys() is %T", fi.Sys())
 	}
 	for _, e := range st.Extended {
-		if e.ExtType == ReadSmall {
+		if e.ExtType == sftpext.ReadSmall {
 			return e.ExtData, true
 		}
 	}
@@ -30,8 +31,8 @@ func inline(t *testing.T, fi os.FileInfo) (string, bool) {
 
 func TestReadSmall(t *testing.T) {
 	c, _ := start(t)
-	if v, ok := c.HasExtension(ReadSmall); !ok || v != "1" {
-		t.Fatalf("VERSION does not advertise %s (got %q)", ReadSmall, v)
+	if v, ok := c.HasExtension(sftpext.ReadSmall); !ok || v != "1" {
+		t.Fatalf("VERSION does not advertise %s (got %q)", sftpext.ReadSmall, v)
 	}
 	dir := t.TempDir()
 	put := func(name string, data []byte, mode os.FileMode) string {
@@ -53,7 +54,7 @@ func TestReadSmall(t *testing.T) {
 	}
 
 	t.Run("content and attributes", func(t *testing.T) {
-		fi, err := c.Stat(ReadSmallPath(p))
+		fi, err := c.Stat(sftpext.ReadSmallPath(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestReadSmall(t *testing.T) {
 		if err := os.Symlink("small", link); err != nil {
 			t.Fatal(err)
 		}
-		fi, err := c.Stat(ReadSmallPath(link))
+		fi, err := c.Stat(sftpext.ReadSmallPath(link))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestReadSmall(t *testing.T) {
 	})
 
 	t.Run("empty file", func(t *testing.T) {
-		fi, err := c.Stat(ReadSmallPath(put("empty", nil, 0o644)))
+		fi, err := c.Stat(sftpext.ReadSmallPath(put("empty", nil, 0o644)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +107,7 @@ func TestReadSmall(t *testing.T) {
 	// content, or the stat's error.
 	plain := func(t *testing.T, p string) os.FileInfo {
 		t.Helper()
-		fi, err := c.Stat(ReadSmallPath(p))
+		fi, err := c.Stat(sftpext.ReadSmallPath(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,8 +117,8 @@ func TestReadSmall(t *testing.T) {
 		return fi
 	}
 	t.Run("too large", func(t *testing.T) {
-		fi := plain(t, put("large", make([]byte, MaxReadSmall+1), 0o644))
-		if fi.Size() != MaxReadSmall+1 {
+		fi := plain(t, put("large", make([]byte, sftpext.MaxReadSmall+1), 0o644))
+		if fi.Size() != sftpext.MaxReadSmall+1 {
 			t.Fatalf("size %d", fi.Size())
 		}
 	})
@@ -142,7 +143,7 @@ func TestReadSmall(t *testing.T) {
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
-		_, err := c.Stat(ReadSmallPath(filepath.Join(dir, "missing")))
+		_, err := c.Stat(sftpext.ReadSmallPath(filepath.Join(dir, "missing")))
 		if !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("error = %v, want not exist", err)
 		}
@@ -155,7 +156,7 @@ func TestReadSmall(t *testing.T) {
 	})
 	t.Run("NUL elsewhere is no request", func(t *testing.T) {
 		_, err := c.Stat(p + "\x00other")
-		if err == nil || strings.Contains(err.Error(), ReadSmall) {
+		if err == nil || strings.Contains(err.Error(), sftpext.ReadSmall) {
 			t.Fatalf("error = %v, want the stat's own failure", err)
 		}
 	})

@@ -2,9 +2,7 @@ package sftpserver
 
 import (
 	"bufio"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,19 +12,9 @@ import (
 	"syscall"
 
 	"github.com/pkg/sftp"
-)
 
-// The extension's names. AtomicWrite's value in the VERSION reply is its
-// version, "1"; in a SETSTAT it is the file's new content. AtomicWriteSync
-// ("1") asks for an fsync before the rename.
-const (
-	AtomicWrite     = "atomic-write@wsbroker.dev"
-	AtomicWriteSync = "atomic-write-sync@wsbroker.dev"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 )
-
-// MaxAtomicWrite is the largest content one AtomicWrite request may carry;
-// larger files go through the usual open, write, close and rename.
-const MaxAtomicWrite = 64 << 10
 
 // PipeSize is what WidenPipes asks for: the kernel's default
 // fs.pipe-max-size, the most an unprivileged process may set.
@@ -38,12 +26,11 @@ const maxPacket = 256 << 10
 
 // SFTP packet types and attribute flags this package reads or writes.
 const (
-	fxpVersion       = 2
-	fxpSetstat       = 9
-	fxpStatus        = 101
-	attrExtended     = 0x80000000
-	maxSymlinkHops   = 40
-	tempSuffixPrefix = ".tmp-"
+	fxpVersion     = 2
+	fxpSetstat     = 9
+	fxpStatus      = 101
+	attrExtended   = 0x80000000
+	maxSymlinkHops = 40
 )
 
 // Status codes (draft-ietf-secsh-filexfer-13; SFTP v3 has only 0 to 8).
@@ -167,19 +154,19 @@ func parseAtomicWrite(b []byte) (req writeRequest, ok bool) {
 	for i := uint32(0); i < count && r.err == nil; i++ {
 		name, value := string(r.bytes()), r.bytes()
 		switch {
-		case i == 0 && name != AtomicWrite:
+		case i == 0 && name != sftpext.AtomicWrite:
 			return req, false
-		case name == AtomicWrite:
+		case name == sftpext.AtomicWrite:
 			req.data = value
-		case name == AtomicWriteSync:
+		case name == sftpext.AtomicWriteSync:
 			req.sync = string(value) == "1"
 		}
 	}
 	switch {
 	case r.err != nil || count == 0:
 		req.err = errors.New("malformed atomic-write request")
-	case len(req.data) > MaxAtomicWrite:
-		req.err = fmt.Errorf("atomic-write content of %d bytes (limit %d)", len(req.data), MaxAtomicWrite)
+	case len(req.data) > sftpext.MaxAtomicWrite:
+		req.err = fmt.Errorf("atomic-write content of %d bytes (limit %d)", len(req.data), sftpext.MaxAtomicWrite)
 	case !path.IsAbs(req.path):
 		req.err = fmt.Errorf("atomic-write path %q is not absolute", req.path)
 	}
@@ -197,7 +184,7 @@ func atomicWrite(p string, data []byte, sync bool) error {
 		return &os.PathError{Op: "write", Path: p, Err: syscall.EISDIR}
 	}
 	dir, base := path.Split(target)
-	tmp := path.Join(dir, TempName(base))
+	tmp := path.Join(dir, sftpext.TempName(base))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) // pkg/sftp's mode for a new file
 	if err != nil {
 		return err
@@ -263,18 +250,6 @@ func finalTarget(p string) (string, os.FileInfo, error) {
 		target = dest
 	}
 	return "", nil, &os.PathError{Op: "write", Path: p, Err: syscall.ELOOP}
-}
-
-// TempName is the name of a temporary file that will replace base:
-// hidden, marked, random, and short enough for NAME_MAX. Both write paths
-// (this server's and package sftpops's over plain SFTP) use it.
-func TempName(base string) string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	if len(base) > 200 {
-		base = base[:200]
-	}
-	return "." + base + tempSuffixPrefix + hex.EncodeToString(b)
 }
 
 // statusOf picks the status code that names err's errno.
@@ -407,11 +382,11 @@ func (w *packetWriter) writePacket(pkt []byte) error {
 // advertise returns the VERSION packet pkt with the pairs of this
 // package's extensions added.
 func advertise(pkt []byte) []byte {
-	b := make([]byte, len(pkt), len(pkt)+16+len(AtomicWrite)+len(ReadSmall)+2)
+	b := make([]byte, len(pkt), len(pkt)+16+len(sftpext.AtomicWrite)+len(sftpext.ReadSmall)+2)
 	copy(b, pkt)
-	b = appendString(b, AtomicWrite)
+	b = appendString(b, sftpext.AtomicWrite)
 	b = appendString(b, "1")
-	b = appendString(b, ReadSmall)
+	b = appendString(b, sftpext.ReadSmall)
 	b = appendString(b, "1")
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	return b

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 )
 
 // start serves on pipes and returns a pkg/sftp client on them; served
@@ -36,7 +37,7 @@ func start(t *testing.T) (c *sftp.Client, served <-chan error) {
 }
 
 func atomicWriteReq(c *sftp.Client, p, content string) error {
-	return c.SetExtendedData(p, []sftp.StatExtended{{ExtType: AtomicWrite, ExtData: content}})
+	return c.SetExtendedData(p, []sftp.StatExtended{{ExtType: sftpext.AtomicWrite, ExtData: content}})
 }
 
 func wantCode(t *testing.T, err error, code uint32) {
@@ -69,7 +70,7 @@ func wantNoTemp(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), tempSuffixPrefix) {
+		if strings.Contains(e.Name(), sftpext.TempSuffix) {
 			t.Fatalf("temporary file left: %s", e.Name())
 		}
 	}
@@ -77,7 +78,7 @@ func wantNoTemp(t *testing.T, dir string) {
 
 func TestAtomicWrite(t *testing.T) {
 	c, _ := start(t)
-	if v, ok := c.HasExtension(AtomicWrite); !ok || v != "1" {
+	if v, ok := c.HasExtension(sftpext.AtomicWrite); !ok || v != "1" {
 		t.Fatalf("VERSION advertises %q %v, want atomic-write 1", v, ok)
 	}
 	if _, ok := c.HasExtension("posix-rename@openssh.com"); !ok {
@@ -175,9 +176,9 @@ func TestAtomicWrite(t *testing.T) {
 		if err := os.WriteFile(p, []byte("keep"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, atomicWriteReq(c, p, strings.Repeat("x", MaxAtomicWrite+1)), codeBadMessage)
+		wantCode(t, atomicWriteReq(c, p, strings.Repeat("x", sftpext.MaxAtomicWrite+1)), codeBadMessage)
 		wantContent(t, p, "keep")
-		if err := atomicWriteReq(c, p, strings.Repeat("x", MaxAtomicWrite)); err != nil {
+		if err := atomicWriteReq(c, p, strings.Repeat("x", sftpext.MaxAtomicWrite)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -278,7 +279,7 @@ func TestBadPackets(t *testing.T) {
 		return b
 	}
 	send([]byte{1, 0, 0, 0, 3}) // INIT, version 3
-	if v := recv(); v[0] != fxpVersion || !bytes.Contains(v, []byte(AtomicWrite)) {
+	if v := recv(); v[0] != fxpVersion || !bytes.Contains(v, []byte(sftpext.AtomicWrite)) {
 		t.Fatalf("VERSION reply %q", v)
 	}
 
@@ -289,7 +290,7 @@ func TestBadPackets(t *testing.T) {
 	body = appendString(body, "/x")
 	body = binary.BigEndian.AppendUint32(body, attrExtended)
 	body = binary.BigEndian.AppendUint32(body, 1)
-	body = appendString(body, AtomicWrite)
+	body = appendString(body, sftpext.AtomicWrite)
 	body = binary.BigEndian.AppendUint32(body, 1000)
 	send(append(body, "short"...))
 	st := recv()

@@ -1,34 +1,34 @@
-package killtree
+package cgroups
 
 import (
 	"errors"
 	"fmt"
 )
 
-// CgroupMode says which cgroup hierarchy a Cgroups uses.
-type CgroupMode int
+// Mode says which cgroup hierarchy a Base uses.
+type Mode int
 
-// Cgroup modes. CgroupAuto asks OpenCgroups to detect the host's.
+// Cgroup modes. Auto asks Open to detect the host's.
 const (
-	CgroupAuto CgroupMode = iota
-	CgroupV1              // legacy: one hierarchy per controller (also "hybrid" hosts)
-	CgroupV2              // unified hierarchy
+	Auto Mode = iota
+	V1        // legacy: one hierarchy per controller (also "hybrid" hosts)
+	V2        // unified hierarchy
 )
 
-func (m CgroupMode) String() string {
+func (m Mode) String() string {
 	switch m {
-	case CgroupV1:
+	case V1:
 		return "v1"
-	case CgroupV2:
+	case V2:
 		return "v2"
 	}
 	return "auto"
 }
 
-// ErrNoCgroups is returned by OpenCgroups where cgroups cannot be used
+// ErrUnavailable is returned by Open where cgroups cannot be used
 // (another OS, no cgroup file system, no permission to create groups);
 // callers fall back to process groups and markers.
-var ErrNoCgroups = errors.New("killtree: cgroups unavailable")
+var ErrUnavailable = errors.New("cgroups: unavailable")
 
 // Limits bound a cgroup's resources; a zero field means no limit.
 type Limits struct {
@@ -78,16 +78,16 @@ func (l Limits) Merge(d Limits) Limits {
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
-// CgroupConfig says where OpenCgroups puts its groups.
-type CgroupConfig struct {
+// Config says where Open puts its groups.
+type Config struct {
 	// Name is the base group every group of this user lives under, one
 	// path component (e.g. "wsbroker-<hash of the state dir>"), so that
 	// a restarted broker finds the groups its predecessor left.
 	Name string
-	// Mode forces a hierarchy; CgroupAuto detects it (v2 on a unified
+	// Mode forces a hierarchy; Auto detects it (v2 on a unified
 	// host, v1 on a legacy or hybrid one, whose controllers are bound to
 	// v1).
-	Mode CgroupMode
+	Mode Mode
 	// V2Mount is the unified hierarchy's mount point; default
 	// /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host.
 	V2Mount string

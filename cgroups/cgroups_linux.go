@@ -1,6 +1,6 @@
 //go:build linux
 
-package killtree
+package cgroups
 
 import (
 	"bufio"
@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"time"
 
-	cgroups "github.com/containerd/cgroups/v3"
+	cgv3 "github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/killtree"
 )
 
 // v1Controllers are the v1 hierarchies a group is created in, in order
@@ -34,15 +36,23 @@ var v2Controllers = []string{"cpu", "memory", "pids"}
 // cpuPeriod is the CFS period quotas are expressed in (100 ms).
 const cpuPeriod = 100000
 
+// pollInterval is how often a kill checks whether a group has emptied.
+const pollInterval = 10 * time.Millisecond
+
+// maxKillRounds bounds the kill-and-rescan loop: each round kills every
+// process found, so only a group forking faster than it is listed needs
+// more than a few.
+const maxKillRounds = 50
+
 // freezeWait bounds the wait for a freezer to report FROZEN: a task in
 // uninterruptible sleep can hold it in FREEZING, and the kill goes on
 // without it rather than hang.
 const freezeWait = time.Second
 
-// Cgroups is the base group under which a backend's workspace and command
+// Base is the base group under which a backend's workspace and command
 // groups live.
-type Cgroups struct {
-	mode    CgroupMode
+type Base struct {
+	mode    Mode
 	v2Mount string
 	v1Mount string
 	base    string          // group path relative to the mount (v2) or to each hierarchy (v1), starts with "/"
@@ -52,43 +62,43 @@ type Cgroups struct {
 	hasKill bool            // v2 cgroup.kill exists (Linux 5.14+)
 }
 
-// OpenCgroups detects the hierarchy, creates the base group cfg.Name and
+// Open detects the hierarchy, creates the base group cfg.Name and
 // checks that groups can be created and processes placed in them. It
-// returns an error wrapping ErrNoCgroups when they cannot.
-func OpenCgroups(cfg CgroupConfig) (*Cgroups, error) {
+// returns an error wrapping ErrUnavailable when they cannot.
+func Open(cfg Config) (*Base, error) {
 	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/\x00") || cfg.Name == "." || cfg.Name == ".." {
-		return nil, fmt.Errorf("killtree: invalid cgroup name %q", cfg.Name)
+		return nil, fmt.Errorf("cgroups: invalid cgroup name %q", cfg.Name)
 	}
 	if cfg.V1Mount == "" {
 		cfg.V1Mount = "/sys/fs/cgroup"
 	}
 	mode := cfg.Mode
-	hostMode := cgroups.Mode()
-	if mode == CgroupAuto {
+	hostMode := cgv3.Mode()
+	if mode == Auto {
 		switch hostMode {
-		case cgroups.Unified:
-			mode = CgroupV2
-		case cgroups.Legacy, cgroups.Hybrid:
-			mode = CgroupV1
+		case cgv3.Unified:
+			mode = V2
+		case cgv3.Legacy, cgv3.Hybrid:
+			mode = V1
 		default:
-			return nil, fmt.Errorf("%w: no cgroup file system mounted", ErrNoCgroups)
+			return nil, fmt.Errorf("%w: no cgroup file system mounted", ErrUnavailable)
 		}
 	}
 	if cfg.V2Mount == "" {
 		cfg.V2Mount = "/sys/fs/cgroup"
-		if hostMode == cgroups.Hybrid {
+		if hostMode == cgv3.Hybrid {
 			cfg.V2Mount = "/sys/fs/cgroup/unified"
 		}
 	}
-	c := &Cgroups{mode: mode, v2Mount: cfg.V2Mount, v1Mount: cfg.V1Mount, ctrls: map[string]bool{}}
+	c := &Base{mode: mode, v2Mount: cfg.V2Mount, v1Mount: cfg.V1Mount, ctrls: map[string]bool{}}
 	var err error
 	switch mode {
-	case CgroupV2:
+	case V2:
 		err = c.openV2(cfg.Name)
-	case CgroupV1:
+	case V1:
 		err = c.openV1(cfg.Name)
 	default:
-		err = fmt.Errorf("killtree: unknown cgroup mode %d", mode)
+		err = fmt.Errorf("cgroups: unknown cgroup mode %d", mode)
 	}
 	if err != nil {
 		return nil, err
@@ -97,11 +107,11 @@ func OpenCgroups(cfg CgroupConfig) (*Cgroups, error) {
 }
 
 // Mode is the hierarchy in use.
-func (c *Cgroups) Mode() CgroupMode { return c.mode }
+func (c *Base) Mode() Mode { return c.mode }
 
 // Controllers lists the controllers limits are applied with; a limit
 // whose controller is missing is not enforced.
-func (c *Cgroups) Controllers() []string {
+func (c *Base) Controllers() []string {
 	var out []string
 	for k := range c.ctrls {
 		out = append(out, k)
@@ -112,23 +122,23 @@ func (c *Cgroups) Controllers() []string {
 
 // Path is the base group's directory (the v2 one, or the first v1
 // hierarchy's).
-func (c *Cgroups) Path() string { return c.dir(c.base) }
+func (c *Base) Path() string { return c.dir(c.base) }
 
-func (c *Cgroups) dir(rel string) string {
-	if c.mode == CgroupV2 {
+func (c *Base) dir(rel string) string {
+	if c.mode == V2 {
 		return filepath.Join(c.v2Mount, rel)
 	}
 	return filepath.Join(c.v1Mount, string(c.v1[0]), rel)
 }
 
-func (c *Cgroups) openV2(name string) error {
+func (c *Base) openV2(name string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(c.v2Mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return fmt.Errorf("%w: %s is not a cgroup2 mount", ErrNoCgroups, c.v2Mount)
+		return fmt.Errorf("%w: %s is not a cgroup2 mount", ErrUnavailable, c.v2Mount)
 	}
-	_, own, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	_, own, err := cgv3.ParseCgroupFileUnified("/proc/self/cgroup")
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if own == "" {
 		own = "/"
@@ -144,7 +154,7 @@ func (c *Cgroups) openV2(name string) error {
 		}
 	}
 	if err := os.MkdirAll(c.Path(), 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if len(c.ctrls) > 0 {
 		if err := enableControllers(ownDir, c.Controllers()); err != nil {
@@ -152,22 +162,22 @@ func (c *Cgroups) openV2(name string) error {
 			// processes cannot hand controllers to children. Move the
 			// broker into a leaf beside the base group, then retry.
 			if !errors.Is(err, unix.EBUSY) {
-				return fmt.Errorf("%w: enabling %v in %s: %v", ErrNoCgroups, c.Controllers(), ownDir, err)
+				return fmt.Errorf("%w: enabling %v in %s: %v", ErrUnavailable, c.Controllers(), ownDir, err)
 			}
 			leaf := filepath.Join(ownDir, name+"-broker")
 			if err := os.MkdirAll(leaf, 0o755); err != nil {
-				return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+				return fmt.Errorf("%w: %v", ErrUnavailable, err)
 			}
 			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-				return fmt.Errorf("%w: moving the broker to %s: %v", ErrNoCgroups, leaf, err)
+				return fmt.Errorf("%w: moving the broker to %s: %v", ErrUnavailable, leaf, err)
 			}
 			if err := enableControllers(ownDir, c.Controllers()); err != nil {
 				return fmt.Errorf("%w: enabling %v in %s (other processes share the broker's cgroup; delegate one to it): %v",
-					ErrNoCgroups, c.Controllers(), ownDir, err)
+					ErrUnavailable, c.Controllers(), ownDir, err)
 			}
 		}
 		if err := enableControllers(c.Path(), c.Controllers()); err != nil {
-			return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
 	_, err = os.Stat(filepath.Join(c.Path(), "cgroup.kill"))
@@ -189,7 +199,7 @@ func enableControllers(dir string, ctrls []string) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(b.String()), 0)
 }
 
-func (c *Cgroups) openV1(name string) error {
+func (c *Base) openV1(name string) error {
 	for _, n := range v1Controllers {
 		if fi, err := os.Stat(filepath.Join(c.v1Mount, string(n))); err == nil && fi.IsDir() {
 			c.v1 = append(c.v1, n)
@@ -202,18 +212,18 @@ func (c *Cgroups) openV1(name string) error {
 		}
 	}
 	if len(c.v1) == 0 {
-		return fmt.Errorf("%w: no v1 hierarchy of %v under %s", ErrNoCgroups, v1Controllers, c.v1Mount)
+		return fmt.Errorf("%w: no v1 hierarchy of %v under %s", ErrUnavailable, v1Controllers, c.v1Mount)
 	}
 	_, err := os.Stat(filepath.Join(c.v1Mount, "memory", "memory.memsw.limit_in_bytes"))
 	c.memsw = err == nil
 	c.base = "/" + name
 	if _, err := c.v1Group(c.base, Limits{}); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoCgroups, err)
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil
 }
 
-func (c *Cgroups) hierarchy() ([]cgroup1.Subsystem, error) {
+func (c *Base) hierarchy() ([]cgroup1.Subsystem, error) {
 	var out []cgroup1.Subsystem
 	for _, n := range c.v1 {
 		root := filepath.Join(c.v1Mount, string(n))
@@ -227,17 +237,17 @@ func (c *Cgroups) hierarchy() ([]cgroup1.Subsystem, error) {
 		case cgroup1.Cpu:
 			out = append(out, cgroup1.NewCpu(c.v1Mount))
 		default:
-			return nil, fmt.Errorf("killtree: unexpected v1 controller %s at %s", n, root)
+			return nil, fmt.Errorf("cgroups: unexpected v1 controller %s at %s", n, root)
 		}
 	}
 	return out, nil
 }
 
-func (c *Cgroups) v1Group(rel string, l Limits) (cgroup1.Cgroup, error) {
+func (c *Base) v1Group(rel string, l Limits) (cgroup1.Cgroup, error) {
 	return cgroup1.New(cgroup1.StaticPath(rel), c.v1Resources(l), cgroup1.WithHierarchy(c.hierarchy))
 }
 
-func (c *Cgroups) v1Resources(l Limits) *specs.LinuxResources {
+func (c *Base) v1Resources(l Limits) *specs.LinuxResources {
 	r := &specs.LinuxResources{}
 	if l.MemoryBytes > 0 {
 		m := l.MemoryBytes
@@ -257,7 +267,7 @@ func (c *Cgroups) v1Resources(l Limits) *specs.LinuxResources {
 	return r
 }
 
-func (c *Cgroups) v2Resources(l Limits) *cgroup2.Resources {
+func (c *Base) v2Resources(l Limits) *cgroup2.Resources {
 	r := &cgroup2.Resources{}
 	if l.MemoryBytes > 0 {
 		m := l.MemoryBytes
@@ -282,53 +292,53 @@ func (c *Cgroups) v2Resources(l Limits) *cgroup2.Resources {
 // Group is one cgroup under the base: a workspace's, or a command's inside
 // it.
 type Group struct {
-	c      *Cgroups
+	c      *Base
 	rel    string // path relative to the mount / each hierarchy
 	limits Limits
 }
 
 // Group creates (or opens, when it exists) the group name directly under
 // the base, with limits l.
-func (c *Cgroups) Group(name string, l Limits) (*Group, error) {
+func (c *Base) Group(name string, l Limits) (*Group, error) {
 	return c.newGroup(c.base, name, l)
 }
 
 // Children lists the names of the groups directly under the base.
-func (c *Cgroups) Children() ([]string, error) { return childNames(c.Path()) }
+func (c *Base) Children() ([]string, error) { return childNames(c.Path()) }
 
 // Remove deletes the base group when it holds nothing (no child group, no
 // process); otherwise it leaves it.
-func (c *Cgroups) Remove() error {
+func (c *Base) Remove() error {
 	if names, _ := c.Children(); len(names) > 0 {
 		return nil
 	}
 	return (&Group{c: c, rel: c.base}).Delete()
 }
 
-func (c *Cgroups) newGroup(parent, name string, l Limits) (*Group, error) {
+func (c *Base) newGroup(parent, name string, l Limits) (*Group, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return nil, fmt.Errorf("killtree: invalid group name %q", name)
+		return nil, fmt.Errorf("cgroups: invalid group name %q", name)
 	}
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	rel := filepath.Join(parent, name)
 	switch c.mode {
-	case CgroupV2:
+	case V2:
 		if parent == c.base && len(c.ctrls) > 0 {
 			// The base may have been removed with its last group and
 			// made anew by MkdirAll below: hand the controllers down
 			// again.
 			if err := os.MkdirAll(c.Path(), 0o755); err != nil {
-				return nil, fmt.Errorf("killtree: creating cgroup %s: %w", c.base, err)
+				return nil, fmt.Errorf("cgroups: creating cgroup %s: %w", c.base, err)
 			}
 			if err := enableControllers(c.Path(), c.Controllers()); err != nil {
-				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", c.base, err)
+				return nil, fmt.Errorf("cgroups: enabling controllers in %s: %w", c.base, err)
 			}
 		}
 		res := c.v2Resources(c.available(l))
 		if _, err := cgroup2.NewManager(c.v2Mount, rel, res); err != nil {
-			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
+			return nil, fmt.Errorf("cgroups: creating cgroup %s: %w", rel, err)
 		}
 		// A workspace's group hands its controllers down, so its
 		// commands may get limits of their own; it never holds
@@ -337,19 +347,19 @@ func (c *Cgroups) newGroup(parent, name string, l Limits) (*Group, error) {
 		// must not enable controllers, or a clone into them fails.
 		if parent == c.base && len(c.ctrls) > 0 {
 			if err := enableControllers(filepath.Join(c.v2Mount, rel), c.Controllers()); err != nil {
-				return nil, fmt.Errorf("killtree: enabling controllers in %s: %w", rel, err)
+				return nil, fmt.Errorf("cgroups: enabling controllers in %s: %w", rel, err)
 			}
 		}
-	case CgroupV1:
+	case V1:
 		if _, err := c.v1Group(rel, c.available(l)); err != nil {
-			return nil, fmt.Errorf("killtree: creating cgroup %s: %w", rel, err)
+			return nil, fmt.Errorf("cgroups: creating cgroup %s: %w", rel, err)
 		}
 	}
 	return &Group{c: c, rel: rel, limits: l}, nil
 }
 
 // available drops the limits whose controller is missing.
-func (c *Cgroups) available(l Limits) Limits {
+func (c *Base) available(l Limits) Limits {
 	if !c.ctrls["memory"] {
 		l.MemoryBytes = 0
 	}
@@ -363,7 +373,7 @@ func (c *Cgroups) available(l Limits) Limits {
 }
 
 // Missing lists the controllers l needs that this host does not offer.
-func (c *Cgroups) Missing(l Limits) []string {
+func (c *Base) Missing(l Limits) []string {
 	var out []string
 	if l.MemoryBytes > 0 && !c.ctrls["memory"] {
 		out = append(out, "memory")
@@ -402,7 +412,7 @@ func (g *Group) Limits() Limits { return g.limits }
 func (g *Group) MemoryLimit() int64 {
 	for rel := g.rel; strings.HasPrefix(rel, g.c.base) && rel != g.c.base; rel = filepath.Dir(rel) {
 		var file string
-		if g.c.mode == CgroupV2 {
+		if g.c.mode == V2 {
 			file = filepath.Join(g.c.v2Mount, rel, "memory.max")
 		} else {
 			file = filepath.Join(g.c.v1Mount, "memory", rel, "memory.limit_in_bytes")
@@ -431,10 +441,10 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	switch g.c.mode {
-	case CgroupV2:
+	case V2:
 		fd, err := unix.Open(g.Path(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, fmt.Errorf("killtree: opening cgroup %s: %w", g.rel, err)
+			return nil, fmt.Errorf("cgroups: opening cgroup %s: %w", g.rel, err)
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = fd
@@ -442,7 +452,7 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 	default:
 		path := cmd.Path
 		if path == "" {
-			return nil, errors.New("killtree: Prepare needs cmd.Path")
+			return nil, errors.New("cgroups: Prepare needs cmd.Path")
 		}
 		env := cmd.Env
 		if env == nil {
@@ -527,7 +537,7 @@ func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release fu
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, false, fmt.Errorf("killtree: a pipe for the cgroup entry: %w", err)
+		return nil, false, fmt.Errorf("cgroups: a pipe for the cgroup entry: %w", err)
 	}
 	_, err = w.WriteString(b.String())
 	if cerr := w.Close(); err == nil {
@@ -535,7 +545,7 @@ func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release fu
 	}
 	if err != nil {
 		r.Close()
-		return nil, false, fmt.Errorf("killtree: writing the cgroup entry: %w", err)
+		return nil, false, fmt.Errorf("cgroups: writing the cgroup entry: %w", err)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	cmd.Env = append(kept, fmt.Sprintf("BASH_ENV=/dev/fd/%d", fd))
@@ -611,7 +621,7 @@ func (g *Group) Procs() ([]int, error) {
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil {
-				if st, ok := readStat(pid); ok && !st.zombie {
+				if killtree.Alive(pid) {
 					out = append(out, pid)
 				}
 			}
@@ -639,7 +649,7 @@ func (g *Group) Exists() bool {
 // oom_kill, Linux 4.13+). It is 0 where there is no memory controller.
 func (g *Group) OOMKills() uint64 {
 	var file string
-	if g.c.mode == CgroupV2 {
+	if g.c.mode == V2 {
 		file = filepath.Join(g.c.v2Mount, g.rel, "memory.events")
 	} else {
 		file = filepath.Join(g.c.v1Mount, "memory", g.rel, "memory.oom_control")
@@ -688,9 +698,9 @@ func (g *Group) Kill() (int, error) {
 		for _, p := range pids {
 			seen[p] = true
 		}
-		if g.c.mode == CgroupV2 && g.c.hasKill {
+		if g.c.mode == V2 && g.c.hasKill {
 			if err := os.WriteFile(filepath.Join(g.Path(), "cgroup.kill"), []byte("1"), 0); err != nil {
-				return len(seen), fmt.Errorf("killtree: cgroup.kill %s: %w", g.rel, err)
+				return len(seen), fmt.Errorf("cgroups: cgroup.kill %s: %w", g.rel, err)
 			}
 		} else {
 			killed, _ := g.Signal(syscall.SIGKILL)
@@ -703,7 +713,7 @@ func (g *Group) Kill() (int, error) {
 		}
 	}
 	if pids, _ := g.Procs(); len(pids) > 0 {
-		return len(seen), fmt.Errorf("killtree: %d processes left in %s after %d kill rounds", len(pids), g.rel, maxKillRounds)
+		return len(seen), fmt.Errorf("cgroups: %d processes left in %s after %d kill rounds", len(pids), g.rel, maxKillRounds)
 	}
 	return len(seen), nil
 }
@@ -715,20 +725,21 @@ func (g *Group) Kill() (int, error) {
 func (g *Group) KillAll(pgid int, grace time.Duration) (killed int, err error) {
 	seen := map[int]bool{}
 	if pgid > 0 {
-		for _, p := range groupPids(pgid) {
+		pids, _ := killtree.GroupPids(pgid)
+		for _, p := range pids {
 			seen[p] = true
 		}
-		_ = signalGroup(pgid, syscall.SIGTERM)
+		_ = killtree.SignalGroup(pgid, syscall.SIGTERM)
 	}
 	termed, _ := g.Signal(syscall.SIGTERM)
 	for _, p := range termed {
 		seen[p] = true
 	}
-	for end := time.Now().Add(grace); time.Now().Before(end) && !(g.Empty() && (pgid <= 0 || groupEmpty(pgid))); {
+	for end := time.Now().Add(grace); time.Now().Before(end) && !(g.Empty() && (pgid <= 0 || killtree.GroupEmpty(pgid))); {
 		time.Sleep(pollInterval)
 	}
 	if pgid > 0 {
-		_ = signalGroup(pgid, syscall.SIGKILL)
+		_ = killtree.SignalGroup(pgid, syscall.SIGKILL)
 	}
 	// The survivors are counted by pid, so one both signalled above and
 	// killed here counts once.
@@ -745,7 +756,7 @@ func (g *Group) KillAll(pgid int, grace time.Duration) (killed int, err error) {
 func (g *Group) freeze() (thaw func()) {
 	var file, frozen, thawed string
 	switch {
-	case g.c.mode == CgroupV2:
+	case g.c.mode == V2:
 		file, frozen, thawed = filepath.Join(g.c.v2Mount, g.rel, "cgroup.freeze"), "1", "0"
 	case slices.Contains(g.c.v1, cgroup1.Freezer):
 		file, frozen, thawed = filepath.Join(g.c.v1Mount, "freezer", g.rel, "freezer.state"), "FROZEN", "THAWED"
@@ -765,7 +776,7 @@ func (g *Group) freeze() (thaw func()) {
 }
 
 func (g *Group) isFrozen() bool {
-	if g.c.mode == CgroupV2 {
+	if g.c.mode == V2 {
 		b, err := os.ReadFile(filepath.Join(g.c.v2Mount, g.rel, "cgroup.events"))
 		return err == nil && bytes.Contains(b, []byte("frozen 1"))
 	}
@@ -783,7 +794,7 @@ func (g *Group) Delete() error {
 	_, kerr := g.Kill()
 	var dirs []string
 	roots := []string{filepath.Join(g.c.v2Mount, g.rel)}
-	if g.c.mode == CgroupV1 {
+	if g.c.mode == V1 {
 		roots = roots[:0]
 		for _, n := range g.c.v1 {
 			roots = append(roots, filepath.Join(g.c.v1Mount, string(n), g.rel))
@@ -814,7 +825,7 @@ func (g *Group) Delete() error {
 			time.Sleep(pollInterval)
 		}
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("killtree: removing cgroup %s: %w", d, err))
+			errs = append(errs, fmt.Errorf("cgroups: removing cgroup %s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package killtree
+package cgroups
 
 import (
 	"crypto/rand"
@@ -13,31 +13,33 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	cgroups "github.com/containerd/cgroups/v3"
+	cgv3 "github.com/containerd/cgroups/v3"
 
 	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/killtree"
 )
 
 // modes are the hierarchies this host can test: the one auto-detection
 // picks, and v2 also where a hybrid host mounts it beside v1 (without
 // controllers there, so only placement and the kill are tested on it).
-func modes(t *testing.T) []CgroupMode {
+func modes(t *testing.T) []Mode {
 	testutil.RequireRoot(t)
-	out := []CgroupMode{CgroupAuto}
-	if cgroups.Mode() == cgroups.Hybrid {
-		out = append(out, CgroupV2)
+	out := []Mode{Auto}
+	if cgv3.Mode() == cgv3.Hybrid {
+		out = append(out, V2)
 	}
 	return out
 }
 
-func openCgroups(t *testing.T, mode CgroupMode) *Cgroups {
+func openCgroups(t *testing.T, mode Mode) *Base {
 	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
-	c, err := OpenCgroups(CgroupConfig{Name: "killtree-test-" + hex.EncodeToString(b), Mode: mode})
+	c, err := Open(Config{Name: "cgroups-test-" + hex.EncodeToString(b), Mode: mode})
 	if err != nil {
 		testutil.SkipOrFail(t, "cgroups unavailable: "+err.Error())
 	}
@@ -58,6 +60,31 @@ func openCgroups(t *testing.T, mode CgroupMode) *Cgroups {
 	return c
 }
 
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// wait reaps cmd, failing (and killing it) if it has not ended within 10 s.
+func wait(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		t.Fatal("the command was still running 10 s after the kill")
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -71,7 +98,7 @@ func startIn(t *testing.T, g *Group, script string) *exec.Cmd {
 	bash := testutil.RequireCommand(t, "bash")
 	cmd := exec.Command(bash, "-c", script)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	Prepare(cmd)
+	killtree.Prepare(cmd)
 	release, err := g.Prepare(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +115,7 @@ func startIn(t *testing.T, g *Group, script string) *exec.Cmd {
 	return cmd
 }
 
-func forEachMode(t *testing.T, f func(t *testing.T, c *Cgroups)) {
+func forEachMode(t *testing.T, f func(t *testing.T, c *Base)) {
 	for _, m := range modes(t) {
 		t.Run(m.String(), func(t *testing.T) { f(t, openCgroups(t, m)) })
 	}
@@ -96,7 +123,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, c *Cgroups)) {
 
 func TestCgroupEscapesDieWithTheGroup(t *testing.T) {
 	testutil.RequireCommand(t, "setsid")
-	forEachMode(t, func(t *testing.T, c *Cgroups) {
+	forEachMode(t, func(t *testing.T, c *Base) {
 		ws := must(c.Group("ws", Limits{}))
 		cmdg := must(ws.Child("cmd", Limits{}))
 		// A setsid'ed sleep with a cleared environment leaves both the
@@ -131,7 +158,7 @@ func TestCgroupEscapesDieWithTheGroup(t *testing.T) {
 		}
 		wait(t, cmd)
 		for _, p := range procs {
-			if alive(p) {
+			if killtree.Alive(p) {
 				t.Errorf("process %d survived the kill", p)
 			}
 		}
@@ -145,7 +172,7 @@ func TestCgroupEscapesDieWithTheGroup(t *testing.T) {
 }
 
 func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
-	forEachMode(t, func(t *testing.T, c *Cgroups) {
+	forEachMode(t, func(t *testing.T, c *Base) {
 		g := must(c.Group("ws", Limits{}))
 		// The first thing the command does is report its own cgroup:
 		// it must already be g.
@@ -176,7 +203,7 @@ func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
 func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 	bash := testutil.RequireCommand(t, "bash")
 	printenv := testutil.RequireCommand(t, "printenv")
-	forEachMode(t, func(t *testing.T, c *Cgroups) {
+	forEachMode(t, func(t *testing.T, c *Base) {
 		// Both v1 entries: bash's own, and /bin/sh's (POSIXLY_CORRECT
 		// makes bash skip BASH_ENV).
 		for _, extra := range []string{"X=1", "POSIXLY_CORRECT=1"} {
@@ -185,7 +212,7 @@ func TestCgroupEntryIgnoresLoaderVariables(t *testing.T) {
 	})
 }
 
-func testLoaderVariables(t *testing.T, c *Cgroups, bash, printenv, extra string) {
+func testLoaderVariables(t *testing.T, c *Base, bash, printenv, extra string) {
 	g := must(c.Group("ws", Limits{}))
 	cmd := exec.Command(bash, "-c", `exec printenv LD_DEBUG TMPDIR LD_x`)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2", extra}
@@ -238,7 +265,7 @@ func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
 	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "testdata/forkonload.c").CombinedOutput(); err != nil {
 		t.Fatalf("building the library: %v\n%s", err, out)
 	}
-	forEachMode(t, func(t *testing.T, c *Cgroups) {
+	forEachMode(t, func(t *testing.T, c *Base) {
 		for i, extra := range []string{"X=1", "POSIXLY_CORRECT=1"} { // bash's entry, and /bin/sh's
 			g := must(c.Group(fmt.Sprintf("ws%d", i), Limits{}))
 			out := filepath.Join(t.TempDir(), "cgroups")
@@ -261,9 +288,9 @@ func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
 				if len(f) != 3 {
 					continue
 				}
-				mine := c.mode == CgroupV2 && f[0] == "0"
+				mine := c.mode == V2 && f[0] == "0"
 				for _, ctrl := range strings.Split(f[1], ",") {
-					mine = mine || c.mode != CgroupV2 && ours[ctrl]
+					mine = mine || c.mode != V2 && ours[ctrl]
 				}
 				if mine && !strings.HasSuffix(f[2], g.rel) {
 					t.Errorf("%s: the preloaded library's child is in %s, outside %s", extra, line, g.rel)
@@ -277,7 +304,7 @@ func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, "the child to die with the group", func() bool {
-				return !slices.ContainsFunc(procs, alive)
+				return !slices.ContainsFunc(procs, killtree.Alive)
 			})
 		}
 	})
@@ -291,7 +318,7 @@ func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
 func TestCgroupBashEntry(t *testing.T) {
 	bash := testutil.RequireCommand(t, "bash")
 	mode := modes(t)[0]
-	if mode == CgroupV2 {
+	if mode == V2 {
 		t.Skip("v2 clones straight into the group; there is no entry")
 	}
 	c := openCgroups(t, mode)
@@ -354,7 +381,7 @@ func TestCgroupBashEntry(t *testing.T) {
 }
 
 func TestCgroupSIGTERMIgnoredIsKilled(t *testing.T) {
-	forEachMode(t, func(t *testing.T, c *Cgroups) {
+	forEachMode(t, func(t *testing.T, c *Base) {
 		g := must(c.Group("ws", Limits{}))
 		cmd := startIn(t, g, `trap '' TERM; setsid sleep 600 & sleep 600`)
 		waitFor(t, "three processes", func() bool { return len(must(g.Procs())) == 3 })
@@ -373,7 +400,7 @@ func TestCgroupSIGTERMIgnoredIsKilled(t *testing.T) {
 }
 
 func TestCgroupPidsLimit(t *testing.T) {
-	c := openCgroups(t, CgroupAuto)
+	c := openCgroups(t, Auto)
 	if slices.Contains(c.Missing(Limits{Pids: 1}), "pids") {
 		testutil.SkipOrFail(t, "no pids controller")
 	}
@@ -390,7 +417,7 @@ func TestCgroupPidsLimit(t *testing.T) {
 }
 
 func TestCgroupOOMKillIsCounted(t *testing.T) {
-	c := openCgroups(t, CgroupAuto)
+	c := openCgroups(t, Auto)
 	if slices.Contains(c.Missing(Limits{MemoryBytes: 1 << 20}), "memory") {
 		testutil.SkipOrFail(t, "no memory controller")
 	}
@@ -412,7 +439,7 @@ func TestCgroupOOMKillIsCounted(t *testing.T) {
 }
 
 func TestCgroupLimitsAreWritten(t *testing.T) {
-	c := openCgroups(t, CgroupAuto)
+	c := openCgroups(t, Auto)
 	l := Limits{MemoryBytes: 128 << 20, Pids: 77, CPU: 0.5}
 	if m := c.Missing(l); len(m) > 0 {
 		testutil.SkipOrFail(t, "missing controllers "+strings.Join(m, ","))
@@ -420,12 +447,12 @@ func TestCgroupLimitsAreWritten(t *testing.T) {
 	g := must(c.Group("ws", l))
 	read := func(ctrl, file string) string {
 		p := filepath.Join(c.v2Mount, g.rel, file)
-		if c.mode == CgroupV1 {
+		if c.mode == V1 {
 			p = filepath.Join(c.v1Mount, ctrl, g.rel, file)
 		}
 		return strings.TrimSpace(string(must(os.ReadFile(p))))
 	}
-	if c.mode == CgroupV1 {
+	if c.mode == V1 {
 		if got := read("pids", "pids.max"); got != "77" {
 			t.Errorf("pids.max = %s", got)
 		}
@@ -448,9 +475,9 @@ func TestCgroupLimitsAreWritten(t *testing.T) {
 	}
 }
 
-func TestOpenCgroupsRejectsBadNames(t *testing.T) {
+func TestOpenRejectsBadNames(t *testing.T) {
 	for _, n := range []string{"", ".", "..", "a/b"} {
-		if _, err := OpenCgroups(CgroupConfig{Name: n}); err == nil {
+		if _, err := Open(Config{Name: n}); err == nil {
 			t.Errorf("name %q accepted", n)
 		}
 	}
