@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/backends/ssh/sshtest"
 	"github.com/wsbroker/wsbroker/broker"
@@ -58,7 +59,7 @@ func tmpfsDir(t *testing.T, ws opsapi.Workspace) string {
 }
 
 func localBackend(t *testing.T) *local.Backend {
-	b, err := local.New(local.Config{StateDir: t.TempDir(), KillGrace: grace}, testutil.Logger(t))
+	b, err := local.New(local.Config{StateDir: t.TempDir(), Exec: execconf.Exec{KillGrace: grace}}, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
