@@ -12,7 +12,10 @@
 //	tools/             pi-exact tool semantics, written once over opsapi
 //	backends/local     a confined directory and local processes
 //	backends/shared/globwalk  fd-style glob with .gitignore, shared by backends
+//	backends/shared/execpump  the exec output pump (relay, drain, kill), shared by backends
+//	backends/shared/execconf  the killGrace/drainIdle/maxDrain/shell/rgPath config block
 //	backends/backendtest  the one conformance suite every backend joins
+//	backends/backendtest/overhttp  the same suite through the broker and the client
 //	killtree/          process-group killing with escalation
 //	cgroups/           Linux cgroups: limits, placement before exec, kill, OOM count
 //	broker/            the HTTP server (chi)

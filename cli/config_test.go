@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 )
 
 func envMap(m map[string]string) func(string) string {
@@ -46,7 +47,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 			flags: []string{"--config", file},
 			want: serveConfig{Listen: "127.0.0.1:1111", StateDir: "/from/file", TokenFile: "/from/file/token",
 				LogLevel: "warn", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 1024,
-				Local: local.Config{StateDir: "/from/file/local", KillGrace: 500 * time.Millisecond}},
+				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
 			name: "env over file",
@@ -54,7 +55,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 				"BROKER_TOKEN_FILE": "/env/tok", "BROKER_SHUTDOWN_GRACE": "1s"},
 			want: serveConfig{Listen: "127.0.0.1:2222", StateDir: "/from/file", TokenFile: "/env/tok",
 				LogLevel: "warn", ShutdownGrace: time.Second, MaxUploadBytes: 1024,
-				Local: local.Config{StateDir: "/from/file/local", KillGrace: 500 * time.Millisecond}},
+				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
 			name:  "flags over env",
@@ -62,7 +63,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 			flags: []string{"--listen", "127.0.0.1:3333", "--log-level", "debug", "--max-upload-bytes", "7"},
 			want: serveConfig{Listen: "127.0.0.1:3333", StateDir: "/env/state", TokenFile: "/env/state/token",
 				LogLevel: "debug", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 7,
-				Local: local.Config{StateDir: "/env/state/local", KillGrace: 500 * time.Millisecond}},
+				Local: local.Config{StateDir: "/env/state/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 	}
 	for _, tc := range cases {

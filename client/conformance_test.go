@@ -1,11 +1,11 @@
 package client_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/backends/backendtest"
-	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/backends/backendtest/overhttp"
+	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -16,21 +16,7 @@ import (
 // the confinement cases watch the directory beside the workspace root,
 // which other cases' workspaces would otherwise share.
 func TestConformanceOverHTTP(t *testing.T) {
-	backendtest.Run(t, backendtest.Options{
-		New: func(t *testing.T) opsapi.Workspace {
-			c, _ := startBroker(t, broker.Config{})
-			info, err := c.CreateWorkspace(context.Background(), "local", nil)
-			if err != nil {
-				t.Fatalf("creating a workspace over HTTP: %v", err)
-			}
-			ws := c.WorkspaceFor(info)
-			t.Cleanup(func() {
-				if err := ws.Destroy(context.Background()); err != nil {
-					t.Errorf("deleting workspace %s: %v", info.ID, err)
-				}
-			})
-			return ws
-		},
-		Confined: true,
-	})
+	overhttp.Run(t, overhttp.Options{PerCase: true, Confined: true, Backend: func(t *testing.T) (opsapi.Backend, error) {
+		return local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	}})
 }

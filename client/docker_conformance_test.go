@@ -1,15 +1,11 @@
 package client_test
 
 import (
-	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/backendtest"
+	"github.com/wsbroker/wsbroker/backends/backendtest/overhttp"
 	"github.com/wsbroker/wsbroker/backends/docker"
-	"github.com/wsbroker/wsbroker/broker"
-	"github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -26,39 +22,7 @@ func TestConformanceDockerOverHTTP(t *testing.T) {
 	testutil.RequireImage(t, docker.DefaultImage)
 	cfg := docker.NewConfig()
 	cfg.KillGrace = 500 * time.Millisecond
-	db, err := docker.New(cfg, testutil.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(broker.Config{Tokens: []string{testToken}, DefaultBackend: db.Name()},
-		map[string]opsapi.Backend{db.Name(): db}, testutil.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(b.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-		ts.Close()
-		_ = db.Close()
-	})
-	c := client.New(ts.URL, testToken, client.WithHTTPClient(ts.Client()))
-
-	backendtest.Run(t, backendtest.Options{
-		New: func(t *testing.T) opsapi.Workspace {
-			info, err := c.CreateWorkspace(context.Background(), "docker", nil)
-			if err != nil {
-				t.Fatalf("creating a docker workspace over HTTP: %v", err)
-			}
-			ws := c.WorkspaceFor(info)
-			t.Cleanup(func() {
-				if err := ws.Destroy(context.Background()); err != nil {
-					t.Errorf("deleting workspace %s: %v", info.ID, err)
-				}
-			})
-			return ws
-		},
-		Confined: false,
-	})
+	overhttp.Run(t, overhttp.Options{Backend: func(t *testing.T) (opsapi.Backend, error) {
+		return docker.New(cfg, testutil.Logger(t))
+	}})
 }

@@ -68,16 +68,28 @@ func (s *suite) confined(t *testing.T) (opsapi.Operations, canary) {
 	return ws, c
 }
 
+// outside are paths that leave the root around canary c, by .., absolute
+// path, symbolic link and /proc magic link.
+func outside(c canary) []string {
+	return []string{
+		"../" + c.name, "a/../../" + c.name, "./a/../../" + c.name, c.abs, "/etc/passwd",
+		"abslink", "rellink", "up/" + c.name,
+		"/proc/self/root" + c.abs, "/proc/self/cwd/" + c.name, "/proc/self/root/etc/passwd",
+	}
+}
+
 // confine covers path confinement: every operation refuses paths that
 // leave the root, by .., absolute path, symbolic link or /proc magic link.
 func (s *suite) confine(t *testing.T) {
-	outside := func(c canary) []string {
-		return []string{
-			"../" + c.name, "a/../../" + c.name, "./a/../../" + c.name, c.abs, "/etc/passwd",
-			"abslink", "rellink", "up/" + c.name,
-			"/proc/self/root" + c.abs, "/proc/self/cwd/" + c.name, "/proc/self/root/etc/passwd",
-		}
-	}
+	s.confineFiles(t)
+	s.confineMetadata(t)
+	s.confineSearchExec(t)
+	s.confineRace(t)
+	s.confineTools(t)
+}
+
+// confineFiles holds the cases of the file operations that read and write.
+func (s *suite) confineFiles(t *testing.T) {
 	t.Run("Open_outside_the_root_is_ErrPermission", func(t *testing.T) {
 		ws, c := s.confined(t)
 		for _, p := range outside(c) {
@@ -155,6 +167,10 @@ func (s *suite) confine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// confineMetadata holds the cases of Mkdir and the operations that describe paths.
+func (s *suite) confineMetadata(t *testing.T) {
 	t.Run("Mkdir_outside_the_root_is_ErrPermission", func(t *testing.T) {
 		ws, c := s.confined(t)
 		for _, p := range []string{"../" + c.escape, "a/../../" + c.escape, "up/" + c.escape,
@@ -224,6 +240,10 @@ func (s *suite) confine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// confineSearchExec holds the cases of Search, Glob and Exec.
+func (s *suite) confineSearchExec(t *testing.T) {
 	t.Run("Search_outside_the_root_is_ErrPermission", func(t *testing.T) {
 		ws, c := s.confined(t)
 		for _, p := range []string{"..", "../" + c.name, c.abs, "/etc", "up", "abslink", "rellink", "/proc/self/root" + c.dir} {
@@ -280,6 +300,10 @@ func (s *suite) confine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// confineRace swaps a link under the operations between their check and their use.
+func (s *suite) confineRace(t *testing.T) {
 	t.Run("Symlink_swapped_between_check_and_use_never_reaches_the_canary", func(t *testing.T) {
 		// A command flips "race" between a file inside and the canary, and
 		// "racedir" between a directory inside and the canary's directory,
@@ -367,6 +391,10 @@ func (s *suite) confine(t *testing.T) {
 		must(t, err)
 		eq(t, "canary", string(got), c.content)
 	})
+}
+
+// confineTools holds the cases of the tools on top of the operations.
+func (s *suite) confineTools(t *testing.T) {
 	t.Run("tools_refuse_paths_outside_the_root", func(t *testing.T) {
 		ws, c := s.confined(t)
 		tb := tools.New(ws, tools.Options{})

@@ -10,8 +10,10 @@
 //	}
 //
 // New returns a fresh, empty workspace per call and registers its cleanup
-// (Destroy) with t.Cleanup. Every case gets its own workspace, so cases run
-// in parallel where that is safe.
+// (Destroy) with t.Cleanup; Create does both from an opsapi.Backend. Every
+// case gets its own workspace, so cases run in parallel where that is
+// safe. Package overhttp runs the same suite through the broker's HTTP
+// handler and the Go client.
 //
 // # What it covers
 //

@@ -34,6 +34,13 @@ func requirePermissionBits(t *testing.T, ws opsapi.Operations) {
 }
 
 func (s *suite) toolEdit(t *testing.T) {
+	s.editReplies(t)
+	s.editFiles(t)
+	s.editLegacyArgs(t)
+}
+
+// editReplies holds the cases of what edit answers.
+func (s *suite) editReplies(t *testing.T) {
 	t.Run("replace_reports_Successfully_replaced_with_diff", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		put(t, ws, "f.txt", "Hello, world!\nsecond\n")
@@ -110,6 +117,10 @@ func (s *suite) toolEdit(t *testing.T) {
 		eq(t, "text", fails(t, tb, "edit", editArgs(abs, "one", "one", "two", "two")),
 			"No changes made to "+abs+". The replacements produced identical content.")
 	})
+}
+
+// editFiles holds the cases of the file edit changes and of several edits.
+func (s *suite) editFiles(t *testing.T) {
 	t.Run("missing_file_is_Error_code_ENOENT", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		abs := path.Join(ws.Root(), "missing.txt")
@@ -162,6 +173,10 @@ func (s *suite) toolEdit(t *testing.T) {
 			t.Fatalf("diff has %d lines, want < 50:\n%s", n, diff)
 		}
 	})
+}
+
+// editLegacyArgs holds the cases of the older argument shapes pi still accepts.
+func (s *suite) editLegacyArgs(t *testing.T) {
 	t.Run("legacy_top_level_oldText_newText_is_folded", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		put(t, ws, "legacy.txt", "old value\n")

@@ -16,6 +16,14 @@ import (
 // exec covers Exec: exit statuses, output, environment, working directory,
 // and that timeouts and cancellation kill the whole tree.
 func (s *suite) exec(t *testing.T) {
+	s.execStatusEnv(t)
+	s.execErrorsOutput(t)
+	s.execKill(t)
+	s.execLifecycle(t)
+}
+
+// execStatusEnv holds the cases of exit statuses, the environment and the working directory.
+func (s *suite) execStatusEnv(t *testing.T) {
 	for _, code := range []int{0, 1, 42} {
 		t.Run(fmt.Sprintf("Exec_exit_%d_is_reported_as_ExitCode_%d", code, code), func(t *testing.T) {
 			ws := s.parallel(t)
@@ -92,6 +100,10 @@ func (s *suite) exec(t *testing.T) {
 			eq(t, "pwd for Cwd "+cwd, out.String(), ws.Root()+"/sub/dir\n")
 		}
 	})
+}
+
+// execErrorsOutput holds the cases of refused requests and of output bytes.
+func (s *suite) execErrorsOutput(t *testing.T) {
 	t.Run("Exec_missing_Cwd_is_ErrNotExist", func(t *testing.T) {
 		ws := s.parallel(t)
 		_, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "touch ran", Cwd: "no/such/dir"})
@@ -153,6 +165,10 @@ func (s *suite) exec(t *testing.T) {
 			}
 		}
 	})
+}
+
+// execKill holds the cases of killing a command's whole tree on timeout and cancel.
+func (s *suite) execKill(t *testing.T) {
 	t.Run("Exec_timeout_kills_the_grandchild", func(t *testing.T) {
 		ws := s.parallel(t)
 		start := time.Now()
@@ -229,6 +245,10 @@ func (s *suite) exec(t *testing.T) {
 		}
 		wantTreeGone(t, ws, "gc.pid", "beat")
 	})
+}
+
+// execLifecycle holds the cases of Destroy and of output that outlives the command.
+func (s *suite) execLifecycle(t *testing.T) {
 	t.Run("Exec_with_an_already_canceled_ctx_runs_nothing", func(t *testing.T) {
 		ws := s.parallel(t)
 		ctx, cancel := context.WithCancel(ctxOf(t))

@@ -21,6 +21,16 @@ import (
 // files covers the file operations: Open, Access, WriteFile, Mkdir, Stat,
 // ReadDir and RealPath.
 func (s *suite) files(t *testing.T) {
+	s.filesOpenAccess(t)
+	s.filesWrite(t)
+	s.filesWriteFailures(t)
+	s.filesConcurrent(t)
+	s.filesMkdirStat(t)
+	s.filesReadDirRealPath(t)
+}
+
+// filesOpenAccess holds the cases of Open and Access.
+func (s *suite) filesOpenAccess(t *testing.T) {
 	t.Run("Open_reads_back_what_WriteFile_wrote", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "a.txt", "hello\nworld\n")
@@ -91,6 +101,10 @@ func (s *suite) files(t *testing.T) {
 			}
 		}
 	})
+}
+
+// filesWrite holds the cases of WriteFile that succeed.
+func (s *suite) filesWrite(t *testing.T) {
 	t.Run("WriteFile_creates_a_new_file_with_mode_at_most_0644", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "new.txt", "n")
@@ -164,6 +178,10 @@ func (s *suite) files(t *testing.T) {
 		out := sh(t, ws, "sha256sum bin")
 		eq(t, "sha256sum in workspace", strings.Fields(out)[0], hex.EncodeToString(sum[:]))
 	})
+}
+
+// filesWriteFailures holds the cases of WriteFile that fail or are canceled midway.
+func (s *suite) filesWriteFailures(t *testing.T) {
 	t.Run("WriteFile_failing_reader_leaves_old_content_and_no_temp_file", func(t *testing.T) {
 		ws := s.parallel(t)
 		old := "old content\x00\xff\n"
@@ -210,6 +228,10 @@ func (s *suite) files(t *testing.T) {
 		put(t, ws, "d/g", "three")
 		eq(t, "listing", fmt.Sprint(names(t, ws, "d")), "[f g]")
 	})
+}
+
+// filesConcurrent holds the cases of readers and writers at the same time, and NUL in paths.
+func (s *suite) filesConcurrent(t *testing.T) {
 	t.Run("Open_reader_keeps_its_version_when_the_file_is_replaced", func(t *testing.T) {
 		// Atomic replacement: a reader opened before WriteFile sees the old
 		// content to the end, never a mix of both.
@@ -287,6 +309,10 @@ func (s *suite) files(t *testing.T) {
 		eq(t, "content of a", get(t, ws, "a"), "x")
 		eq(t, "listing", fmt.Sprint(names(t, ws, ".")), "[a]")
 	})
+}
+
+// filesMkdirStat holds the cases of Mkdir and Stat.
+func (s *suite) filesMkdirStat(t *testing.T) {
 	t.Run("Mkdir_creates_missing_parents", func(t *testing.T) {
 		ws := s.parallel(t)
 		must(t, ws.Mkdir(ctxOf(t), "a/b/c"))
@@ -359,6 +385,10 @@ func (s *suite) files(t *testing.T) {
 		must(t, err)
 		eq(t, "dir link type", di.Type, opsapi.TypeDir)
 	})
+}
+
+// filesReadDirRealPath holds the cases of ReadDir and RealPath.
+func (s *suite) filesReadDirRealPath(t *testing.T) {
 	t.Run("ReadDir_lists_entries_with_types_and_dotfiles", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "d/file", "abc")

@@ -24,6 +24,12 @@ const heapBound = 40 << 20
 // (no t.Parallel) and after every other group, so the heap they measure is
 // their own.
 func (s *suite) heavy(t *testing.T) {
+	s.heavyStreams(t)
+	s.heavyTools(t)
+}
+
+// heavyStreams streams a lot of data through the operations.
+func (s *suite) heavyStreams(t *testing.T) {
 	t.Run("WriteFile_and_Open_stream_100MB_with_bounded_memory", func(t *testing.T) {
 		ws := s.serial(t)
 		const size = 100 << 20
@@ -71,6 +77,10 @@ func (s *suite) heavy(t *testing.T) {
 			t.Errorf("heap grew by %d MB behind a stalled writer, want < %d MB", g>>20, heapBound>>20)
 		}
 	})
+}
+
+// heavyTools streams a lot through the tools, and leaves zombies behind.
+func (s *suite) heavyTools(t *testing.T) {
 	t.Run("tools_bash_100MB_single_line_keeps_the_tail_with_bounded_memory", func(t *testing.T) {
 		ws := s.serial(t)
 		tb := tools.New(ws, tools.Options{})

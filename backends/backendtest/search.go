@@ -12,6 +12,15 @@ import (
 // search covers the server-side Search (ripgrep's semantics) and Glob
 // (fd's semantics).
 func (s *suite) search(t *testing.T) {
+	s.searchOptions(t)
+	s.searchFilters(t)
+	s.searchOddInputs(t)
+	s.globPatterns(t)
+	s.globFilters(t)
+}
+
+// searchOptions holds the cases of ripgrep's output and its options.
+func (s *suite) searchOptions(t *testing.T) {
 	t.Run("Search_directory_reports_relative_path_line_and_text", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "a.txt", "first\nhello world\n")
@@ -76,6 +85,10 @@ func (s *suite) search(t *testing.T) {
 		eq(t, "literal paren", fmtLines(searchOK(t, ws, opsapi.SearchRequest{Pattern: "(x", Path: "r.txt", Literal: true}).Lines),
 			"r.txt:3:(x:match")
 	})
+}
+
+// searchFilters holds the cases of what is searched: globs, ignores and hidden files.
+func (s *suite) searchFilters(t *testing.T) {
 	t.Run("Search_glob_filters_files", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "a.go", "needle\n")
@@ -115,6 +128,10 @@ func (s *suite) search(t *testing.T) {
 		res := searchOK(t, ws, opsapi.SearchRequest{Pattern: "two", Path: "crlf.txt"})
 		eq(t, "lines", fmtLines(res.Lines), "crlf.txt:2:two:match")
 	})
+}
+
+// searchOddInputs holds the cases of odd bytes, patterns and names.
+func (s *suite) searchOddInputs(t *testing.T) {
 	t.Run("Search_replaces_invalid_UTF8_in_line_text", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, "bad.txt", "ok line\nbad \xff\xfe line\n")
@@ -176,6 +193,10 @@ func (s *suite) search(t *testing.T) {
 			wantKind(t, err, opsapi.ErrNotExist)
 		}
 	})
+}
+
+// globPatterns holds the cases of fd's patterns.
+func (s *suite) globPatterns(t *testing.T) {
 	t.Run("Glob_basename_pattern_matches_at_any_depth", func(t *testing.T) {
 		ws := s.parallel(t)
 		for _, p := range []string{"a.spec.ts", "src/b.spec.ts", "src/x/y/c.spec.ts", "src/d.ts"} {
@@ -228,6 +249,10 @@ func (s *suite) search(t *testing.T) {
 		eq(t, "relative Dir", globOK(t, ws, opsapi.GlobRequest{Pattern: "*.txt", Dir: "d"}), "sub/f.txt")
 		eq(t, "absolute Dir", globOK(t, ws, opsapi.GlobRequest{Pattern: "*.txt", Dir: ws.Root() + "/d"}), "sub/f.txt")
 	})
+}
+
+// globFilters holds the cases of what Glob leaves out and its errors.
+func (s *suite) globFilters(t *testing.T) {
 	t.Run("Glob_includes_hidden_files", func(t *testing.T) {
 		ws := s.parallel(t)
 		put(t, ws, ".secret/hidden.txt", "")

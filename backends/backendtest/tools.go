@@ -177,6 +177,12 @@ func (s *suite) toolbox(t *testing.T) {
 }
 
 func (s *suite) toolRead(t *testing.T) {
+	s.readText(t)
+	s.readImagesAndPaths(t)
+}
+
+// readText holds the cases of text files, truncation and paging.
+func (s *suite) readText(t *testing.T) {
 	t.Run("small_file_returned_verbatim_without_details", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		put(t, ws, "small.txt", "Hello, world!\nSecond line\r\n\ttabbed")
@@ -260,6 +266,10 @@ func (s *suite) toolRead(t *testing.T) {
 			t.Error("details.truncation missing")
 		}
 	})
+}
+
+// readImagesAndPaths holds the cases of images and of path forms.
+func (s *suite) readImagesAndPaths(t *testing.T) {
 	t.Run("PNG_bytes_in_image_txt_are_an_image", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		must(t, ws.WriteFile(ctxOf(t), "image.txt", bytes.NewReader(tinyPNG(t))))
@@ -367,6 +377,12 @@ func (s *suite) toolWrite(t *testing.T) {
 }
 
 func (s *suite) toolBash(t *testing.T) {
+	s.bashBasics(t)
+	s.bashOutput(t)
+}
+
+// bashBasics holds the cases of exit statuses, timeouts and options.
+func (s *suite) bashBasics(t *testing.T) {
 	t.Run("echo_returns_its_output", func(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})
 		r := call(t, tb, "bash", `{"command":"echo hello; echo world >&2"}`)
@@ -427,6 +443,10 @@ func (s *suite) toolBash(t *testing.T) {
 		tb := tools.New(ws, tools.Options{Env: []string{"GREETING=hi there"}})
 		eq(t, "text", ok(t, tb, "bash", `{"command":"echo \"$GREETING\""}`), "hi there\n")
 	})
+}
+
+// bashOutput holds the cases of long, late, odd and aborted output.
+func (s *suite) bashOutput(t *testing.T) {
 	t.Run("seq_3000_truncated_with_full_output_readable_afterwards", func(t *testing.T) {
 		ws, tb := s.toolsFor(t, tools.Options{})
 		r := call(t, tb, "bash", `{"command":"seq 3000"}`)

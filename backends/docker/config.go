@@ -11,6 +11,8 @@ import (
 
 	"github.com/docker/docker/client"
 	"github.com/docker/go-units"
+
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 )
 
 // Config configures the docker backend. Zero fields take the defaults of
@@ -104,17 +106,9 @@ type Config struct {
 	// milliseconds when the disk is busy) would be most of a write's
 	// cost. Turn it on when a host crash must never leave an empty file.
 	SyncWrites bool `json:"syncWrites" yaml:"syncWrites"`
-	// KillGrace, DrainIdle and MaxDrain are as in package remoteexec:
-	// defaults 2s, 100ms, 5s.
-	KillGrace time.Duration `json:"killGrace" yaml:"killGrace"`
-	DrainIdle time.Duration `json:"drainIdle" yaml:"drainIdle"`
-	MaxDrain  time.Duration `json:"maxDrain" yaml:"maxDrain"`
-	// Shell runs every command as `Shell -c <command>` in the container.
-	// Default /bin/bash.
-	Shell string `json:"shell" yaml:"shell"`
-	// RgPath is ripgrep in the container, a path or a name on its PATH.
-	// Default "rg".
-	RgPath string `json:"rgPath" yaml:"rgPath"`
+	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
+	// in the container; see package execconf.
+	execconf.Exec `yaml:",inline"`
 }
 
 // Defaults.
@@ -129,11 +123,11 @@ const (
 	DefaultNetwork      = "none"
 	DefaultWorkspaceDir = "/workspace"
 	DefaultSFTPServer   = SFTPAuto
-	DefaultKillGrace    = 2 * time.Second
-	DefaultDrainIdle    = 100 * time.Millisecond
-	DefaultMaxDrain     = 5 * time.Second
-	DefaultShell        = "/bin/bash"
-	DefaultRgPath       = "rg"
+	DefaultKillGrace    = execconf.DefaultKillGrace
+	DefaultDrainIdle    = execconf.DefaultDrainIdle
+	DefaultMaxDrain     = execconf.DefaultMaxDrain
+	DefaultShell        = execconf.DefaultShell
+	DefaultRgPath       = execconf.DefaultRgPath
 )
 
 // SFTP server modes.
@@ -178,11 +172,7 @@ func NewConfig() Config {
 		Command:          append([]string(nil), DefaultCommand...),
 		SFTPServer:       DefaultSFTPServer,
 		ImageSFTPServers: append([]string(nil), DefaultImageSFTPServers...),
-		KillGrace:        DefaultKillGrace,
-		DrainIdle:        DefaultDrainIdle,
-		MaxDrain:         DefaultMaxDrain,
-		Shell:            DefaultShell,
-		RgPath:           DefaultRgPath,
+		Exec:             execconf.New(),
 	}
 }
 
@@ -200,8 +190,6 @@ func (c Config) withDefaults() Config {
 	str(&c.Network, d.Network)
 	str(&c.WorkspaceDir, d.WorkspaceDir)
 	str(&c.SFTPServer, d.SFTPServer)
-	str(&c.Shell, d.Shell)
-	str(&c.RgPath, d.RgPath)
 	if c.Memory == 0 {
 		c.Memory = d.Memory
 	}
@@ -220,15 +208,7 @@ func (c Config) withDefaults() Config {
 	if c.ImageSFTPServers == nil {
 		c.ImageSFTPServers = d.ImageSFTPServers
 	}
-	if c.KillGrace == 0 {
-		c.KillGrace = d.KillGrace
-	}
-	if c.DrainIdle == 0 {
-		c.DrainIdle = d.DrainIdle
-	}
-	if c.MaxDrain == 0 {
-		c.MaxDrain = d.MaxDrain
-	}
+	c.Exec = c.Exec.WithDefaults()
 	return c
 }
 
@@ -304,23 +284,7 @@ func (c Config) Validate() error {
 			add("imageSFTPServers: %q is not an absolute path", p)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"killGrace", c.KillGrace}, {"drainIdle", c.DrainIdle}, {"maxDrain", c.MaxDrain}} {
-		if d.v <= 0 {
-			add("%s must be positive, got %v", d.name, d.v)
-		}
-	}
-	if c.DrainIdle > 0 && c.MaxDrain > 0 && c.MaxDrain < c.DrainIdle {
-		add("maxDrain (%v) is shorter than drainIdle (%v)", c.MaxDrain, c.DrainIdle)
-	}
-	if !path.IsAbs(c.Shell) {
-		add("shell %q is not an absolute path", c.Shell)
-	}
-	if c.RgPath == "" {
-		add("rgPath is required")
-	}
+	errs = append(errs, c.Exec.Problems()...)
 	return errors.Join(errs...)
 }
 

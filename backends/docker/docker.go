@@ -328,16 +328,9 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if !validID.MatchString(ws.ID) {
 		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, fmt.Errorf("invalid workspace id %q", ws.ID))
 	}
-	var o createOptions
-	if raw := bytes.TrimSpace(ws.Options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
-			return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
-		}
-		if dec.More() {
-			return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, errors.New("options: trailing data"))
-		}
+	o, err := decodeCreateOptions(ws.Options)
+	if err != nil {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, err)
 	}
 	s, err := b.resolve(o)
 	if err != nil {
@@ -346,15 +339,8 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
-	img, err := b.api.ImageInspect(ctx, s.image)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, opsapi.E(op, s.image, opsapi.ErrInvalid, fmt.Errorf("image %q is not present on the engine (images are never pulled)", s.image))
-		}
-		return nil, engineErr(op, ws.ID, err)
-	}
-	if img.Config != nil {
-		s.home = homeOf(img.Config.Env)
+	if err := b.inspectImage(ctx, op, ws.ID, &s); err != nil {
+		return nil, err
 	}
 
 	name := namePrefix + ws.ID
@@ -365,53 +351,97 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		LabelCreatedAt: created.Format(time.RFC3339Nano),
 		LabelRoot:      b.cfg.WorkspaceDir,
 	}
-	if _, err := b.api.ContainerInspect(ctx, name); err == nil {
-		return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
-	} else if !cerrdefs.IsNotFound(err) {
-		return nil, engineErr(op, ws.ID, err)
-	}
-	// VolumeCreate would hand back an existing volume as it is: never
-	// give a new workspace the files of an old one.
-	if _, err := b.api.VolumeInspect(ctx, name); err == nil {
-		return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, fmt.Errorf("volume %s exists (left by an earlier workspace)", name))
-	} else if !cerrdefs.IsNotFound(err) {
-		return nil, engineErr(op, ws.ID, err)
+	if err := b.checkFree(ctx, op, ws.ID, name); err != nil {
+		return nil, err
 	}
 	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
 		return nil, engineErr(op, ws.ID, err)
 	}
-	// Cleanup must run even when ctx is what failed.
-	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := b.api.ContainerRemove(cctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			b.logger.Warn("cleanup after a failed create", "workspace", ws.ID, "err", err)
-		}
-		if err := b.api.VolumeRemove(cctx, name, true); err != nil && !cerrdefs.IsNotFound(err) {
-			b.logger.Warn("cleanup after a failed create", "workspace", ws.ID, "err", err)
-		}
-	}
-
 	cc, hc := b.containerConfig(s, name, labels)
 	resp, err := b.api.ContainerCreate(ctx, cc, hc, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, err)
 		}
-		cleanup()
+		b.removeFailed(ws.ID, name)
 		return nil, engineErr(op, ws.ID, err)
 	}
 	for _, warning := range resp.Warnings {
 		b.logger.Warn("engine warning at create", "workspace", ws.ID, "warning", warning)
 	}
 	if err := b.api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		cleanup()
+		b.removeFailed(ws.ID, name)
 		return nil, engineErr(op, ws.ID, err)
 	}
 	w := b.adopt(ws.ID, resp.ID, b.cfg.WorkspaceDir, created)
 	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
 	return w, nil
+}
+
+// decodeCreateOptions reads a create request's options strictly: unknown
+// fields and trailing data are errors; none (or null) is the zero value.
+func decodeCreateOptions(options json.RawMessage) (createOptions, error) {
+	var o createOptions
+	raw := bytes.TrimSpace(options)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return o, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("options: %w", err)
+	}
+	if dec.More() {
+		return o, errors.New("options: trailing data")
+	}
+	return o, nil
+}
+
+// inspectImage checks that s's image is on the engine (images are never
+// pulled) and learns its home directory.
+func (b *Backend) inspectImage(ctx context.Context, op, id string, s *spec) error {
+	img, err := b.api.ImageInspect(ctx, s.image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return opsapi.E(op, s.image, opsapi.ErrInvalid, fmt.Errorf("image %q is not present on the engine (images are never pulled)", s.image))
+		}
+		return engineErr(op, id, err)
+	}
+	if img.Config != nil {
+		s.home = homeOf(img.Config.Env)
+	}
+	return nil
+}
+
+// checkFree fails with ErrExist when a container or volume already has
+// the workspace's name. VolumeCreate would hand back an existing volume
+// as it is: never give a new workspace the files of an old one.
+func (b *Backend) checkFree(ctx context.Context, op, id, name string) error {
+	if _, err := b.api.ContainerInspect(ctx, name); err == nil {
+		return opsapi.E(op, id, opsapi.ErrExist, errors.New("workspace exists"))
+	} else if !cerrdefs.IsNotFound(err) {
+		return engineErr(op, id, err)
+	}
+	if _, err := b.api.VolumeInspect(ctx, name); err == nil {
+		return opsapi.E(op, id, opsapi.ErrExist, fmt.Errorf("volume %s exists (left by an earlier workspace)", name))
+	} else if !cerrdefs.IsNotFound(err) {
+		return engineErr(op, id, err)
+	}
+	return nil
+}
+
+// removeFailed removes what a failed create left. It runs even when ctx
+// is what failed.
+func (b *Backend) removeFailed(id, name string) {
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.api.ContainerRemove(cctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		b.logger.Warn("cleanup after a failed create", "workspace", id, "err", err)
+	}
+	if err := b.api.VolumeRemove(cctx, name, true); err != nil && !cerrdefs.IsNotFound(err) {
+		b.logger.Warn("cleanup after a failed create", "workspace", id, "err", err)
+	}
 }
 
 // containerConfig is the hardened container for s.

@@ -407,91 +407,50 @@ func (w *Workspace) checkCwd(ctx context.Context, op, given, cwd string) error {
 	return err
 }
 
-// searchScript runs ripgrep in the container: sh -c searchScript wsbroker
-// RG DIR FILE ARGS... searches DIR from inside it, or FILE (in DIR) on
-// stdin when FILE is set. A missing rg prints a control line and exits
-// 127. rg gets no HOME: it must not read a global gitignore chosen by the
-// workspace.
-const searchScript = `rg=$1 dir=$2 file=$3
-shift 3
-if ! command -v "$rg" >/dev/null 2>&1; then echo '@wsbroker norg' >&2; exit 127; fi
-cd -- "$dir" || exit 2
-if [ -n "$file" ]; then exec env HOME=/nonexistent "$rg" "$@" - < "$file"; fi
-exec env HOME=/nonexistent "$rg" "$@" .
-`
-
-// Search runs `rg --json` in the container, in an exec of its own
-// (arguments and parsing as package rgjson gives them, the same as every
-// backend). A directory is searched from inside it, a single file on stdin
-// so its lines carry its base name. A missing path is ErrNotExist, an
-// invalid pattern ErrInvalid, ripgrep missing in the image ErrUnavailable.
+// Search runs `rg --json` in the container, in an exec of its own; see
+// rgjson.Remote.Search. Ripgrep missing in the image is ErrUnavailable.
 func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.SearchResult, error) {
 	const op = "docker.Search"
 	defer w.use()()
-	args, err := rgjson.Args(req)
-	if err != nil {
+	if _, err := rgjson.Args(req); err != nil {
 		return opsapi.SearchResult{}, err
 	}
 	fs, err := w.files(ctx, op, req.Path)
 	if err != nil {
 		return opsapi.SearchResult{}, err
 	}
-	fi, err := fs.Stat(ctx, req.Path)
+	remote := rgjson.Remote{Op: op, RgPath: w.b.cfg.RgPath, Where: "in the container",
+		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
+			// Dropping an exec's stream does not stop it (nor does
+			// the engine offer a kill): a search that is cut short
+			// is killed by its marker.
+			marker := searchKey + "=" + randomID()
+			p, err := w.startExec(ctx, execOpts{argv: argv, env: []string{marker}, stderr: stderr})
+			if err != nil {
+				return nil, opsapi.E(op, req.Path, nil, err)
+			}
+			return &searchProc{p: p, w: w, marker: marker}, nil
+		}}
+	return remote.Search(ctx, fs, req)
+}
+
+// searchProc is ripgrep in an exec.
+type searchProc struct {
+	p      *execProc
+	w      *Workspace
+	marker string
+}
+
+func (s *searchProc) Stdout() io.Reader { return s.p.Stdout() }
+func (s *searchProc) Close()            { s.p.Close() }
+func (s *searchProc) Abandon()          { go s.w.killMarked(s.marker) }
+
+func (s *searchProc) Wait() (int, error) {
+	st, err := s.p.Wait()
 	if err != nil {
-		return opsapi.SearchResult{}, err
+		return 0, fmt.Errorf("search exec: %w", err)
 	}
-	abs, err := fs.Abs("Search", req.Path)
-	if err != nil {
-		return opsapi.SearchResult{}, err
-	}
-	dir, file, fileName := abs, "", ""
-	switch fi.Type {
-	case opsapi.TypeDir:
-	case opsapi.TypeFile:
-		dir, file = path.Split(abs)
-		fileName = path.Base(abs)
-	default:
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, errors.New("not a regular file or directory"))
-	}
-	argv := append([]string{"sh", "-c", searchScript, "wsbroker", w.b.cfg.RgPath, dir, file}, args...)
-	// Dropping an exec's stream does not stop it (nor does the engine
-	// offer a kill): a search that is cut short is killed by its marker.
-	marker := searchKey + "=" + randomID()
-	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
-	p, err := w.startExec(ctx, execOpts{argv: argv, env: []string{marker}, stderr: stderr})
-	if err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
-	}
-	defer p.Close()
-	stop := context.AfterFunc(ctx, func() { p.Close() })
-	defer stop()
-	res, stopped, perr := rgjson.Collect(p.Stdout(), req, fileName)
-	if stopped || perr != nil || ctx.Err() != nil {
-		p.Close()
-		go w.killMarked(marker)
-	} else {
-		// rg's summary and anything after the results; an error
-		// here shows again as the exec's status.
-		_, _ = io.Copy(io.Discard, p.Stdout())
-	}
-	if err := ctx.Err(); err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
-	}
-	if stopped {
-		return res, nil
-	}
-	if perr != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, perr)
-	}
-	st, werr := p.Wait()
-	if werr != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, fmt.Errorf("search exec: %w", werr))
-	}
-	if st.Code == 127 && strings.Contains(stderr.String(), "@wsbroker norg") {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable,
-			fmt.Errorf("ripgrep (%s) is not available in the container", w.b.cfg.RgPath))
-	}
-	return rgjson.Result(op, req.Path, res, st.Code, stderr.String())
+	return st.Code, nil
 }
 
 // searchKey marks the processes of one search.

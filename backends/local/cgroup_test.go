@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -53,7 +54,7 @@ func readPid(t *testing.T, ws *local.Workspace, name string) int {
 
 func TestCgroupTimeoutKillsAnEnvClearingSetsidEscapee(t *testing.T) {
 	testutil.RequireRoot(t)
-	ws := newWorkspace(t, local.Config{KillGrace: 200 * time.Millisecond})
+	ws := newWorkspace(t, local.Config{Exec: execconf.Exec{KillGrace: 200 * time.Millisecond}})
 	res, err := ws.Exec(context.Background(), opsapi.ExecRequest{
 		// Leaves the process group and every marker.
 		Command: `setsid env -i /bin/sh -c 'echo $$ > esc.pid; exec sleep 600' & sleep 600`,
@@ -72,7 +73,7 @@ func TestCgroupTimeoutKillsAnEnvClearingSetsidEscapee(t *testing.T) {
 func TestProcessesListsAndKillsBackgroundChildren(t *testing.T) {
 	for _, mode := range cgroupModes(t) {
 		t.Run(mode, func(t *testing.T) {
-			ws := newWorkspace(t, local.Config{Cgroups: mode, KillGrace: 200 * time.Millisecond})
+			ws := newWorkspace(t, local.Config{Cgroups: mode, Exec: execconf.Exec{KillGrace: 200 * time.Millisecond}})
 			res, err := ws.Exec(context.Background(), opsapi.ExecRequest{
 				Command: `sleep 600 >/dev/null 2>&1 & echo $! > bg.pid; sleep 601 >/dev/null 2>&1 & echo $! > bg2.pid`,
 				Timeout: 10 * time.Second,
@@ -132,7 +133,7 @@ func TestRestartKillsWhatThePreviousRunLeft(t *testing.T) {
 	for _, mode := range cgroupModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := local.Config{StateDir: dir, Cgroups: mode, KillGrace: 200 * time.Millisecond}
+			cfg := local.Config{StateDir: dir, Cgroups: mode, Exec: execconf.Exec{KillGrace: 200 * time.Millisecond}}
 			ws := newWorkspace(t, cfg)
 			if _, err := ws.Exec(context.Background(), opsapi.ExecRequest{
 				Command: `(setsid sleep 600 >/dev/null 2>&1 & echo $! > bg.pid) `,

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -49,15 +51,15 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{StateDir: "/s"}.withDefaults()
-	if c != (Config{StateDir: "/s", KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
-		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg", Cgroups: "auto"}) {
+	if c != (Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
+		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}, Cgroups: "auto"}) {
 		t.Fatalf("withDefaults = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	// Set fields are kept.
-	c = Config{StateDir: "/s", KillGrace: time.Second, Shell: "/bin/sh"}.withDefaults()
+	c = Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: time.Second, Shell: "/bin/sh"}}.withDefaults()
 	if c.KillGrace != time.Second || c.Shell != "/bin/sh" {
 		t.Fatalf("withDefaults overwrote set fields: %+v", c)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -124,7 +125,7 @@ func FuzzConfine(f *testing.F) {
 // beside its root.
 func fuzzWorkspace(f *testing.F) (*local.Workspace, string, string) {
 	testutil.RequireCommand(f, "bash")
-	b, err := local.New(local.Config{StateDir: f.TempDir(), KillGrace: 200 * time.Millisecond}, nil)
+	b, err := local.New(local.Config{StateDir: f.TempDir(), Exec: execconf.Exec{KillGrace: 200 * time.Millisecond}}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -15,13 +15,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
-
-// readBufSize is the one buffer command output passes through.
-const readBufSize = 32 << 10
 
 // basePath is the PATH every command starts with.
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -56,94 +54,28 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if err := checkExecRequest(req); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
 	}
-	rel, err := w.rel(op, req.Cwd)
+	dir, err := w.openCwd(op, req.Cwd)
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}
-	canon, err := w.resolve(rel, true, false)
-	if err != nil {
-		return opsapi.ExecResult{}, mapErr(op, req.Cwd, err)
-	}
-	// The shell changes into the directory through a descriptor opened
-	// via the root, so a link swapped in after the check cannot move it
-	// out.
-	dir, err := w.fsroot.Open(canon)
-	if err != nil {
-		return opsapi.ExecResult{}, mapErr(op, req.Cwd, err)
-	}
 	defer dir.Close()
-	if fi, err := dir.Stat(); err != nil {
-		return opsapi.ExecResult{}, mapErr(op, req.Cwd, err)
-	} else if !fi.IsDir() {
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrNotDir, nil)
-	}
 	if err := ctx.Err(); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
 	}
 
 	callMarker := callKey + "=" + randomID()
-	cmd := exec.Command(w.cfg.Shell, "-c", req.Command)
-	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
-	cmd.Env = append(append([]string{
-		"PATH=" + basePath,
-		"HOME=" + w.root,
-		"LANG=C.UTF-8",
-		"TERM=dumb",
-	}, req.Env...), callMarker, w.marker)
-	killtree.Prepare(cmd)
-
-	// The command's own cgroup, inside the workspace's, holds it and
-	// everything it starts from its first instruction on.
-	var cg *cgroups.Group
-	if err := w.ensureGroup(); err != nil {
+	cmd := w.command(req, callMarker, dir)
+	cg, done, err := w.commandGroup(cmd, callMarker)
+	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
-	if w.cg != nil {
-		name := "cmd-" + callMarker[len(callKey)+1:][:16]
-		w.setActive(name, true)
-		defer w.setActive(name, false)
-		if cg, err = w.cg.Child(name, w.cfg.CommandLimits); err != nil {
-			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
-		}
-		release, err := cg.Prepare(cmd)
-		if err != nil {
-			_ = cg.Delete()
-			return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
-		}
-		defer release()
-	}
-
-	r, pw, err := os.Pipe()
+	defer done()
+	r, begin, err := w.start(op, req.Cwd, cmd)
 	if err != nil {
 		if cg != nil {
 			_ = cg.Delete()
 		}
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
-	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	begin := time.Now()
-	w.mu.Lock()
-	if w.destroyed {
-		w.mu.Unlock()
-		r.Close()
-		pw.Close()
-		if cg != nil {
-			_ = cg.Delete()
-		}
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrNotExist, errors.New("workspace destroyed"))
-	}
-	err = cmd.Start()
-	if err == nil {
-		w.groups[cmd.Process.Pid] = struct{}{}
-	}
-	w.mu.Unlock()
-	pw.Close()
-	if err != nil {
-		r.Close()
-		if cg != nil {
-			_ = cg.Delete()
-		}
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+		return opsapi.ExecResult{}, err
 	}
 	dir.Close()
 
@@ -165,6 +97,106 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	w.logger.Debug("exec", "exit", res.ExitCode, "signal", res.Signal, "timedOut", res.TimedOut,
 		"canceled", res.Canceled, "oomKilled", res.OOMKilled, "killed", res.Killed, "duration", res.Duration)
 	return res, nil
+}
+
+// openCwd opens the command's working directory. The shell changes into
+// it through this descriptor, opened via the root, so a link swapped in
+// after the check cannot move it out.
+func (w *Workspace) openCwd(op, cwd string) (*os.File, error) {
+	rel, err := w.rel(op, cwd)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := w.resolve(rel, true, false)
+	if err != nil {
+		return nil, mapErr(op, cwd, err)
+	}
+	dir, err := w.fsroot.Open(canon)
+	if err != nil {
+		return nil, mapErr(op, cwd, err)
+	}
+	if fi, err := dir.Stat(); err != nil {
+		dir.Close()
+		return nil, mapErr(op, cwd, err)
+	} else if !fi.IsDir() {
+		dir.Close()
+		return nil, opsapi.E(op, cwd, opsapi.ErrNotDir, nil)
+	}
+	return dir, nil
+}
+
+// command is `Shell -c Command` in dir, in its own process group, with
+// the minimal base environment, req.Env and the two markers.
+func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.File) *exec.Cmd {
+	cmd := exec.Command(w.cfg.Shell, "-c", req.Command)
+	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
+	cmd.Env = append(append([]string{
+		"PATH=" + basePath,
+		"HOME=" + w.root,
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+	}, req.Env...), callMarker, w.marker)
+	killtree.Prepare(cmd)
+	return cmd
+}
+
+// commandGroup gives the command its own cgroup, inside the workspace's,
+// which holds it and everything it starts from its first instruction on.
+// Without cgroups the group is nil. done undoes what only the start
+// needed.
+func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.Group, done func(), err error) {
+	if err := w.ensureGroup(); err != nil {
+		return nil, nil, err
+	}
+	if w.cg == nil {
+		return nil, func() {}, nil
+	}
+	name := "cmd-" + callMarker[len(callKey)+1:][:16]
+	w.setActive(name, true)
+	if cg, err = w.cg.Child(name, w.cfg.CommandLimits); err != nil {
+		w.setActive(name, false)
+		return nil, nil, err
+	}
+	release, err := cg.Prepare(cmd)
+	if err != nil {
+		_ = cg.Delete()
+		w.setActive(name, false)
+		return nil, nil, err
+	}
+	return cg, func() {
+		release()
+		w.setActive(name, false)
+	}, nil
+}
+
+// start starts cmd with stdout and stderr on one pipe (so their
+// interleaving is kept) and tracks its process group, unless the
+// workspace is being destroyed. It returns the pipe's read end.
+func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, error) {
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, time.Time{}, opsapi.E(op, cwd, nil, err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	begin := time.Now()
+	w.mu.Lock()
+	if w.destroyed {
+		w.mu.Unlock()
+		r.Close()
+		pw.Close()
+		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrNotExist, errors.New("workspace destroyed"))
+	}
+	err = cmd.Start()
+	if err == nil {
+		w.groups[cmd.Process.Pid] = struct{}{}
+	}
+	w.mu.Unlock()
+	pw.Close()
+	if err != nil {
+		r.Close()
+		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrUnavailable, err)
+	}
+	return r, begin, nil
 }
 
 func checkExecRequest(req opsapi.ExecRequest) error {
@@ -237,138 +269,52 @@ type call struct {
 // run pumps output until the command has exited and its output has gone
 // quiet (or a cap is hit), killing the tree on deadline or cancel.
 func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
-	cfg := c.w.cfg
-	var res opsapi.ExecResult
-
-	waited := make(chan error, 1)
-	go func() { waited <- c.cmd.Wait() }()
-
-	// The reader hands each chunk over and waits until it has been
-	// written, so one buffer suffices and writes stay serial.
-	chunks := make(chan []byte)
-	ack := make(chan struct{})
-	readDone := make(chan struct{})
-	quit := make(chan struct{})
+	events := make(chan execpump.Event, 1)
 	go func() {
-		defer close(readDone)
-		buf := make([]byte, readBufSize)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				select {
-				case chunks <- buf[:n]:
-				case <-quit:
-					return
-				}
-				select {
-				case <-ack:
-				case <-quit:
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
+		err := c.cmd.Wait()
+		events <- execpump.Event{Exited: true, Status: c.exitStatus(err)}
 	}()
-	defer func() {
-		close(quit)
-		r.Close() // unblocks a pending Read
-		<-readDone
-	}()
-
-	var deadline <-chan time.Time
-	if c.req.Timeout > 0 {
-		t := time.NewTimer(c.req.Timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	idle := time.NewTimer(time.Hour)
-	idle.Stop()
-	defer idle.Stop()
-	var idleC, capC <-chan time.Time
-	done := ctx.Done()
-
-	var killDone chan int
-	kill := func() {
-		deadline, done = nil, nil
-		killDone = make(chan int, 1)
-		go func() {
-			var n int
-			var err error
-			if c.cg != nil {
-				n, err = c.cg.KillAll(c.cmd.Process.Pid, cfg.KillGrace)
-			} else {
-				n, err = killtree.KillAll(c.cmd.Process.Pid, c.marker, cfg.KillGrace)
-			}
-			// The shell itself may have moved to another group.
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			if err != nil {
-				c.w.logger.Warn("kill", "pgid", c.cmd.Process.Pid, "err", err)
-			}
-			killDone <- n
-		}()
-	}
-
-	readC := (<-chan struct{})(readDone) // nil once seen, so select skips it
-	exited, eof, outputOK := false, false, c.req.Output != nil
-	// Done once the shell has exited, any kill has finished, and the
-	// output has ended or gone quiet (or hit its cap).
-	for !exited || killDone != nil || !eof && (idleC != nil || capC != nil) {
-		select {
-		case b := <-chunks:
-			if outputOK {
-				if _, err := c.req.Output.Write(b); err != nil {
-					outputOK = false // keep draining; the reader is gone
-				}
-			}
-			ack <- struct{}{}
-			if exited && idleC != nil {
-				idle.Reset(cfg.DrainIdle)
-			}
-		case <-readC:
-			eof, readC = true, nil
-		case err := <-waited:
-			exited = true
-			c.exitStatus(&res, err)
-			idle.Reset(cfg.DrainIdle)
-			idleC = idle.C
-			capT := time.NewTimer(cfg.MaxDrain)
-			defer capT.Stop()
-			capC = capT.C
-		case <-deadline:
-			res.TimedOut = true
-			kill()
-		case <-done:
-			res.Canceled = true
-			kill()
-		case n := <-killDone:
-			res.Killed += n
-			killDone = nil
-		case <-idleC:
-			idleC, capC = nil, nil
-		case <-capC:
-			idleC, capC = nil, nil
-		}
-	}
+	res, _ := execpump.Run(ctx, r, events, execpump.Config{
+		Output:    c.req.Output,
+		Timeout:   c.req.Timeout,
+		DrainIdle: c.w.cfg.DrainIdle,
+		MaxDrain:  c.w.cfg.MaxDrain,
+		Kill:      c.kill,
+		Close:     func() { r.Close() }, // unblocks a pending Read
+	})
 	res.Duration = time.Since(c.begin)
-	return res
+	return res.ExecResult
 }
 
-// exitStatus fills the exit code and signal from Wait's outcome.
-func (c *call) exitStatus(res *opsapi.ExecResult, err error) {
+// kill kills the command's tree: its cgroup, or its group and every
+// process with its marker.
+func (c *call) kill() int {
+	var n int
+	var err error
+	if c.cg != nil {
+		n, err = c.cg.KillAll(c.cmd.Process.Pid, c.w.cfg.KillGrace)
+	} else {
+		n, err = killtree.KillAll(c.cmd.Process.Pid, c.marker, c.w.cfg.KillGrace)
+	}
+	// The shell itself may have moved to another group.
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	if err != nil {
+		c.w.logger.Warn("kill", "pgid", c.cmd.Process.Pid, "err", err)
+	}
+	return n
+}
+
+// exitStatus reads the exit code and signal from Wait's outcome.
+func (c *call) exitStatus(err error) *execpump.Status {
 	st := c.cmd.ProcessState
 	if st == nil {
-		res.ExitCode = 1
 		c.w.logger.Warn("wait", "err", err)
-		return
+		return &execpump.Status{Code: 1}
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.ExitCode = 128 + int(ws.Signal())
-		res.Signal = unix.SignalName(ws.Signal())
-		return
+		return &execpump.Status{Code: 128 + int(ws.Signal()), Signal: unix.SignalName(ws.Signal())}
 	}
-	res.ExitCode = st.ExitCode()
+	return &execpump.Status{Code: st.ExitCode()}
 }
 
 // killLeftovers kills, under one grace period, every process carrying the

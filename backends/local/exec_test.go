@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // fastKill keeps kill tests short: the grace only has to be observable.
-var fastKill = local.Config{KillGrace: 200 * time.Millisecond}
+var fastKill = local.Config{Exec: execconf.Exec{KillGrace: 200 * time.Millisecond}}
 
 func TestExecTimeoutKillsGrandchildren(t *testing.T) {
 	t.Parallel()
@@ -103,7 +104,7 @@ func TestExecLateOutputIsCaptured(t *testing.T) {
 	t.Parallel()
 	// A generous idle window so the test does not race the machine's
 	// load: late output inside it must be kept.
-	ws := newWorkspace(t, local.Config{DrainIdle: 2 * time.Second})
+	ws := newWorkspace(t, local.Config{Exec: execconf.Exec{DrainIdle: 2 * time.Second}})
 	out, res := run(t, ws, opsapi.ExecRequest{Command: "(sleep 0.3; echo late; sleep 0.3; echo later) & echo early"})
 	if out != "early\nlate\nlater\n" || res.ExitCode != 0 {
 		t.Fatalf("out %q, result %+v", out, res)
@@ -112,7 +113,7 @@ func TestExecLateOutputIsCaptured(t *testing.T) {
 
 func TestExecMaxDrainCapsAChattyBackground(t *testing.T) {
 	t.Parallel()
-	ws := newWorkspace(t, local.Config{MaxDrain: 500 * time.Millisecond})
+	ws := newWorkspace(t, local.Config{Exec: execconf.Exec{MaxDrain: 500 * time.Millisecond}})
 	begin := time.Now()
 	out, res := run(t, ws, opsapi.ExecRequest{Command: "(while :; do echo tick; sleep 0.01; done) & echo started"})
 	if took := time.Since(begin); took > 5*time.Second {
@@ -128,7 +129,7 @@ func TestExecMaxDrainCapsAChattyBackground(t *testing.T) {
 func TestExecDeadlineDuringDrainKills(t *testing.T) {
 	t.Parallel()
 	// A 1 s idle: on a loaded machine the ticks can pause for over 100 ms.
-	ws := newWorkspace(t, local.Config{KillGrace: 200 * time.Millisecond, MaxDrain: time.Minute, DrainIdle: time.Second})
+	ws := newWorkspace(t, local.Config{Exec: execconf.Exec{KillGrace: 200 * time.Millisecond, MaxDrain: time.Minute, DrainIdle: time.Second}})
 	out, res := run(t, ws, opsapi.ExecRequest{
 		Command: "(echo $BASHPID > pid; while :; do echo tick; sleep 0.01; done) & exit 3",
 		Timeout: 2 * time.Second,

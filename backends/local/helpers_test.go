@@ -20,14 +20,7 @@ import (
 // fields take the defaults.
 func newWorkspace(t testing.TB, cfg local.Config) *local.Workspace {
 	t.Helper()
-	if cfg.StateDir == "" {
-		cfg.StateDir = t.TempDir()
-	}
-	b, err := local.New(cfg, testutil.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: "w"})
+	ws, err := newBackend(t, cfg).Create(context.Background(), opsapi.WorkspaceSpec{ID: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +31,20 @@ func newWorkspace(t testing.TB, cfg local.Config) *local.Workspace {
 		}
 	})
 	return lw
+}
+
+// newBackend returns a backend whose state lives in a fresh directory
+// unless cfg names one; cfg's zero fields take the defaults.
+func newBackend(t testing.TB, cfg local.Config) *local.Backend {
+	t.Helper()
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	b, err := local.New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // syncBuffer is an Output that may be read while Exec writes, and that

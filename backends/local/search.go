@@ -38,46 +38,18 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	if err != nil {
 		return opsapi.SearchResult{}, err
 	}
-	rel, err := w.rel(op, req.Path)
+	f, fi, err := w.openSearchTarget(op, req.Path)
 	if err != nil {
 		return opsapi.SearchResult{}, err
 	}
-	canon, err := w.resolve(rel, true, false)
-	if err != nil {
-		return opsapi.SearchResult{}, mapErr(op, req.Path, err)
-	}
-	f, err := w.fsroot.OpenFile(canon, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return opsapi.SearchResult{}, mapErr(op, req.Path, err)
-	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return opsapi.SearchResult{}, mapErr(op, req.Path, err)
-	}
 	rg, err := lookPath(w.cfg.RgPath)
 	if err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, errors.New("ripgrep (rg) is not available"))
 	}
-
-	cmd := exec.CommandContext(ctx, rg, args...)
-	// rg gets no HOME: it must not read a global gitignore from a
-	// directory the workspace controls.
-	cmd.Env = []string{"PATH=" + basePath, "LANG=C.UTF-8", "HOME=/nonexistent"}
-	// rg starts no children, so its pipes close when it exits; the delay
-	// only bounds a copy goroutine that a loaded machine schedules late.
-	cmd.WaitDelay = 10 * time.Second
-	fileName := ""
-	switch {
-	case fi.IsDir():
-		cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
-		cmd.Args = append(cmd.Args, ".")
-	case fi.Mode().IsRegular():
-		fileName = path.Base(opsapi.Resolve(w.root, req.Path))
-		cmd.Stdin = f
-		cmd.Args = append(cmd.Args, "-")
-	default:
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, errors.New("not a regular file or directory"))
+	cmd, fileName, err := w.rgCommand(ctx, rg, args, req.Path, f, fi)
+	if err != nil {
+		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, err)
 	}
 	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
 	cmd.Stderr = stderr
@@ -117,6 +89,53 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, werr)
 	}
 	return res, nil
+}
+
+// openSearchTarget opens p via the root, without following a link swapped
+// in later, and describes it.
+func (w *Workspace) openSearchTarget(op, p string) (*os.File, os.FileInfo, error) {
+	rel, err := w.rel(op, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	canon, err := w.resolve(rel, true, false)
+	if err != nil {
+		return nil, nil, mapErr(op, p, err)
+	}
+	f, err := w.fsroot.OpenFile(canon, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, mapErr(op, p, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, mapErr(op, p, err)
+	}
+	return f, fi, nil
+}
+
+// rgCommand is ripgrep searching the directory f from inside it, or the
+// file f (at p) on stdin, named fileName in the results.
+func (w *Workspace) rgCommand(ctx context.Context, rg string, args []string, p string, f *os.File, fi os.FileInfo) (cmd *exec.Cmd, fileName string, err error) {
+	cmd = exec.CommandContext(ctx, rg, args...)
+	// rg gets no HOME: it must not read a global gitignore from a
+	// directory the workspace controls.
+	cmd.Env = []string{"PATH=" + basePath, "LANG=C.UTF-8", "HOME=/nonexistent"}
+	// rg starts no children, so its pipes close when it exits; the delay
+	// only bounds a copy goroutine that a loaded machine schedules late.
+	cmd.WaitDelay = 10 * time.Second
+	switch {
+	case fi.IsDir():
+		cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+		cmd.Args = append(cmd.Args, ".")
+	case fi.Mode().IsRegular():
+		fileName = path.Base(opsapi.Resolve(w.root, p))
+		cmd.Stdin = f
+		cmd.Args = append(cmd.Args, "-")
+	default:
+		return nil, "", errors.New("not a regular file or directory")
+	}
+	return cmd, fileName, nil
 }
 
 // capBuffer keeps the first max bytes written to it.

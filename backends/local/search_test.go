@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -127,7 +128,7 @@ func TestSearchErrors(t *testing.T) {
 	if err != nil || len(res.Lines) != 0 {
 		t.Errorf("root search followed a link out: %v %v", fmtLines(res.Lines), err)
 	}
-	noRg := newWorkspace(t, local.Config{RgPath: "/nonexistent/rg"})
+	noRg := newWorkspace(t, local.Config{Exec: execconf.Exec{RgPath: "/nonexistent/rg"}})
 	if _, err := noRg.Search(ctx, opsapi.SearchRequest{Pattern: "x", Path: "."}); !errors.Is(err, opsapi.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "ripgrep (rg) is not available") {
 		t.Errorf("missing rg: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -379,7 +380,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []local.Config{
 		{},
 		{StateDir: "relative"},
-		{StateDir: t.TempDir(), Shell: "/nonexistent/bash"},
+		{StateDir: t.TempDir(), Exec: execconf.Exec{Shell: "/nonexistent/bash"}},
 	} {
 		if _, err := local.New(cfg, testutil.Logger(t)); !errors.Is(err, opsapi.ErrInvalid) {
 			t.Errorf("New(%+v): %v, want ErrInvalid", cfg, err)

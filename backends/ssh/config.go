@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 )
 
 // Config configures the ssh backend. Zero fields take the defaults of
@@ -44,17 +46,9 @@ type Config struct {
 	// (OpenSSH's MaxSessions, default 10). One is the SFTP channel, two
 	// are kept for kills, the rest run commands and searches; more wait.
 	MaxSessions int `json:"maxSessions" yaml:"maxSessions"`
-	// KillGrace, DrainIdle and MaxDrain are as in package remoteexec:
-	// defaults 2s, 100ms, 5s.
-	KillGrace time.Duration `json:"killGrace" yaml:"killGrace"`
-	DrainIdle time.Duration `json:"drainIdle" yaml:"drainIdle"`
-	MaxDrain  time.Duration `json:"maxDrain" yaml:"maxDrain"`
-	// Shell runs every command as `Shell -c <command>` on the host.
-	// Default /bin/bash.
-	Shell string `json:"shell" yaml:"shell"`
-	// RgPath is ripgrep on the host, a path or a name on its PATH.
-	// Default "rg".
-	RgPath string `json:"rgPath" yaml:"rgPath"`
+	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
+	// on the host; see package execconf.
+	execconf.Exec `yaml:",inline"`
 }
 
 // Host is one machine workspaces can live on.
@@ -76,11 +70,11 @@ const (
 	DefaultKeepaliveInterval = 15 * time.Second
 	DefaultKeepaliveCountMax = 3
 	DefaultMaxSessions       = 10
-	DefaultKillGrace         = 2 * time.Second
-	DefaultDrainIdle         = 100 * time.Millisecond
-	DefaultMaxDrain          = 5 * time.Second
-	DefaultShell             = "/bin/bash"
-	DefaultRgPath            = "rg"
+	DefaultKillGrace         = execconf.DefaultKillGrace
+	DefaultDrainIdle         = execconf.DefaultDrainIdle
+	DefaultMaxDrain          = execconf.DefaultMaxDrain
+	DefaultShell             = execconf.DefaultShell
+	DefaultRgPath            = execconf.DefaultRgPath
 	DefaultWorkspaceDir      = ".wsbroker/workspaces"
 )
 
@@ -92,11 +86,7 @@ func NewConfig() Config {
 		KeepaliveInterval: DefaultKeepaliveInterval,
 		KeepaliveCountMax: DefaultKeepaliveCountMax,
 		MaxSessions:       DefaultMaxSessions,
-		KillGrace:         DefaultKillGrace,
-		DrainIdle:         DefaultDrainIdle,
-		MaxDrain:          DefaultMaxDrain,
-		Shell:             DefaultShell,
-		RgPath:            DefaultRgPath,
+		Exec:              execconf.New(),
 	}
 }
 
@@ -115,21 +105,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxSessions == 0 {
 		c.MaxSessions = d.MaxSessions
 	}
-	if c.KillGrace == 0 {
-		c.KillGrace = d.KillGrace
-	}
-	if c.DrainIdle == 0 {
-		c.DrainIdle = d.DrainIdle
-	}
-	if c.MaxDrain == 0 {
-		c.MaxDrain = d.MaxDrain
-	}
-	if c.Shell == "" {
-		c.Shell = d.Shell
-	}
-	if c.RgPath == "" {
-		c.RgPath = d.RgPath
-	}
+	c.Exec = c.Exec.WithDefaults()
 	return c
 }
 
@@ -162,27 +138,19 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"dialTimeout", c.DialTimeout}, {"keepaliveInterval", c.KeepaliveInterval},
-		{"killGrace", c.KillGrace}, {"drainIdle", c.DrainIdle}, {"maxDrain", c.MaxDrain}} {
+	}{{"dialTimeout", c.DialTimeout}, {"keepaliveInterval", c.KeepaliveInterval}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
 	}
-	if c.DrainIdle > 0 && c.MaxDrain > 0 && c.MaxDrain < c.DrainIdle {
-		errs = append(errs, fmt.Errorf("maxDrain (%v) is shorter than drainIdle (%v)", c.MaxDrain, c.DrainIdle))
-	}
+	errs = append(errs, c.Exec.DurationProblems()...)
 	if c.KeepaliveCountMax < 1 {
 		errs = append(errs, fmt.Errorf("keepaliveCountMax must be at least 1, got %d", c.KeepaliveCountMax))
 	}
 	if c.MaxSessions < 4 {
 		errs = append(errs, fmt.Errorf("maxSessions must be at least 4 (sftp, two for kills, one for commands), got %d", c.MaxSessions))
 	}
-	if !path.IsAbs(c.Shell) {
-		errs = append(errs, fmt.Errorf("shell %q is not an absolute path", c.Shell))
-	}
-	if c.RgPath == "" {
-		errs = append(errs, errors.New("rgPath is required"))
-	}
+	errs = append(errs, c.Exec.ProgramProblems()...)
 	return errors.Join(errs...)
 }
 

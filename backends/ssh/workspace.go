@@ -2,11 +2,10 @@ package ssh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"path"
-	"strings"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
@@ -96,108 +95,60 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	return w.host.runner.Exec(ctx, req, opsapi.Resolve(w.root, req.Cwd), w.marker)
 }
 
-// searchScript runs ripgrep on the host: sh -c searchScript wsbroker RG
-// DIR FILE ARGS... searches DIR from inside it, or FILE (in DIR) on stdin
-// when FILE is set. A missing rg prints a control line and exits 127. rg
-// gets no HOME: it must not read a global gitignore chosen by the
-// workspace.
-const searchScript = `rg=$1 dir=$2 file=$3
-shift 3
-if ! command -v "$rg" >/dev/null 2>&1; then echo '@wsbroker norg' >&2; exit 127; fi
-cd -- "$dir" || exit 2
-if [ -n "$file" ]; then exec env HOME=/nonexistent "$rg" "$@" - < "$file"; fi
-exec env HOME=/nonexistent "$rg" "$@" .
-`
-
-// Search runs `rg --json` on the host (arguments and parsing as package
-// rgjson gives them, the same as every backend). A directory is searched
-// from inside it, a single file on stdin so its lines carry its base name.
-// A missing path is ErrNotExist, an invalid pattern ErrInvalid, ripgrep
-// missing on the host ErrUnavailable.
+// Search runs `rg --json` on the host, in a session of its own; see
+// rgjson.Remote.Search. Ripgrep missing on the host is ErrUnavailable.
 func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.SearchResult, error) {
 	const op = "ssh.Search"
 	if err := w.gone(op, req.Path); err != nil {
 		return opsapi.SearchResult{}, err
 	}
-	args, err := rgjson.Args(req)
-	if err != nil {
-		return opsapi.SearchResult{}, err
-	}
-	fi, err := w.fs.Stat(ctx, req.Path)
-	if err != nil {
-		return opsapi.SearchResult{}, err
-	}
-	abs, err := w.fs.Abs("Search", req.Path)
-	if err != nil {
-		return opsapi.SearchResult{}, err
-	}
-	dir, file, fileName := abs, "", ""
-	switch fi.Type {
-	case opsapi.TypeDir:
-	case opsapi.TypeFile:
-		dir, file = path.Split(abs)
-		fileName = path.Base(abs)
-	default:
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, errors.New("not a regular file or directory"))
-	}
-	argv := append([]string{"sh", "-c", searchScript, "wsbroker", w.host.b.cfg.RgPath, dir, file}, args...)
-
-	s, release, err := w.host.session(ctx, w.host.execSlots)
-	if err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
-	}
-	defer release()
-	defer s.Close()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
-	defer stop()
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
-	}
-	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
-	s.Stderr = stderr
-	if err := s.Start(commandLine(argv)); err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, err)
-	}
-	res, stopped, perr := rgjson.Collect(stdout, req, fileName)
-	if stopped || perr != nil {
-		s.Close() // rg dies of SIGPIPE at its next write
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	st, werr := exitStatus(s.Wait())
-	if err := ctx.Err(); err != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
-	}
-	if stopped {
-		return res, nil
-	}
-	if perr != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, perr)
-	}
-	if werr != nil {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, fmt.Errorf("connection lost during the search: %w", werr))
-	}
-	if st.Code == 127 && strings.Contains(stderr.String(), "@wsbroker norg") {
-		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable,
-			fmt.Errorf("ripgrep (%s) is not available on host %s", w.host.b.cfg.RgPath, w.host.addr))
-	}
-	return rgjson.Result(op, req.Path, res, st.Code, stderr.String())
+	release := func() {}
+	defer func() { release() }()
+	remote := rgjson.Remote{Op: op, RgPath: w.host.b.cfg.RgPath, Where: "on host " + w.host.addr,
+		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
+			s, rel, err := w.host.session(ctx, w.host.execSlots)
+			if err != nil {
+				return nil, opsapi.E(op, req.Path, nil, err)
+			}
+			release = rel
+			stdout, err := s.StdoutPipe()
+			if err != nil {
+				s.Close()
+				return nil, opsapi.E(op, req.Path, nil, err)
+			}
+			s.Stderr = stderr
+			if err := s.Start(commandLine(argv)); err != nil {
+				s.Close()
+				return nil, opsapi.E(op, req.Path, opsapi.ErrUnavailable, err)
+			}
+			return &searchSession{s: s, stdout: stdout}, nil
+		}}
+	return remote.Search(ctx, w.fs, req)
 }
 
-// capBuffer keeps the first max bytes written to it.
-type capBuffer struct {
-	b   strings.Builder
-	max int
+// searchSession is ripgrep in a session.
+type searchSession struct {
+	s      *ssh.Session
+	stdout io.Reader
 }
 
-func (c *capBuffer) Write(p []byte) (int, error) {
-	if room := c.max - c.b.Len(); room > 0 {
-		c.b.Write(p[:min(len(p), room)])
+func (s *searchSession) Stdout() io.Reader { return s.stdout }
+func (s *searchSession) Close()            { s.s.Close() }
+
+// Abandon waits until the closed session is gone, so its slot is free
+// when the call returns.
+func (s *searchSession) Abandon() {
+	_, _ = io.Copy(io.Discard, s.stdout)
+	_ = s.s.Wait()
+}
+
+func (s *searchSession) Wait() (int, error) {
+	st, err := exitStatus(s.s.Wait())
+	if err != nil {
+		return 0, fmt.Errorf("connection lost during the search: %w", err)
 	}
-	return len(p), nil
+	return st.Code, nil
 }
-
-func (c *capBuffer) String() string { return c.b.String() }
 
 // Every tool the ssh backend serves, plus realpath and Destroy.
 var (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/backends/ssh/sshtest"
 	"github.com/wsbroker/wsbroker/broker"
@@ -40,7 +41,7 @@ func destroyAtCleanup(t *testing.T, ws opsapi.Workspace) {
 }
 
 func localBackend(t *testing.T) *local.Backend {
-	b, err := local.New(local.Config{StateDir: t.TempDir(), KillGrace: grace}, testutil.Logger(t))
+	b, err := local.New(local.Config{StateDir: t.TempDir(), Exec: execconf.Exec{KillGrace: grace}}, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

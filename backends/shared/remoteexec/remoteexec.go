@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -97,9 +99,6 @@ const (
 // CallKey is the environment variable that marks every process of one
 // call.
 const CallKey = "WSBROKER_CALL"
-
-// readBufSize is the one buffer command output passes through.
-const readBufSize = 32 << 10
 
 // giveUpAfterKill is how long Exec waits for the command to end once the
 // kill has run, before it abandons the process.
@@ -284,6 +283,12 @@ type execCall struct {
 	req    opsapi.ExecRequest
 	marker string
 	begin  time.Time
+
+	// The command's process group (or, pidOnly, its pid) as the wrapper
+	// reports it; set once, before pgidKnown is closed.
+	pgid      atomic.Int64
+	pidOnly   atomic.Bool
+	pgidKnown chan struct{}
 }
 
 // cwdErrors end a call whose directory could not be entered.
@@ -297,192 +302,153 @@ var cwdErrors = map[string]error{
 // quiet (or a cap is hit), killing the tree on deadline or cancel.
 func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 	cfg := c.r.cfg
-	var res opsapi.ExecResult
+	c.pgidKnown = make(chan struct{})
 	quit := make(chan struct{})
-
+	defer close(quit)
 	ctl := make(chan control, 4)
 	go readControl(c.p.Stderr(), ctl, quit)
+	events := make(chan execpump.Event)
+	go c.watch(ctl, events, quit)
 
-	// The reader hands each chunk over and waits until it has been
-	// written, so one buffer suffices and writes stay serial.
-	chunks := make(chan []byte)
-	ack := make(chan struct{})
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		buf := make([]byte, readBufSize)
-		for {
-			n, err := c.p.Stdout().Read(buf)
-			if n > 0 {
-				select {
-				case chunks <- buf[:n]:
-				case <-quit:
-					return
-				}
-				select {
-				case <-ack:
-				case <-quit:
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	stdoutDone := readDone
-	defer func() {
-		close(quit)
-		c.p.Close()
-		select {
-		case <-stdoutDone:
-		case <-time.After(time.Second):
-		}
-	}()
-
-	var deadline <-chan time.Time
-	if c.req.Timeout > 0 {
-		t := time.NewTimer(c.req.Timeout)
-		defer t.Stop()
-		deadline = t.C
+	res, err := execpump.Run(ctx, c.p.Stdout(), events, execpump.Config{
+		Output:    c.req.Output,
+		Timeout:   c.req.Timeout,
+		DrainIdle: cfg.DrainIdle,
+		MaxDrain:  cfg.MaxDrain,
+		Kill:      c.kill,
+		GiveUp:    giveUpAfterKill,
+		Close:     func() { c.p.Close() },
+		CloseWait: time.Second,
+	})
+	if err != nil {
+		return opsapi.ExecResult{}, err
 	}
-	idle := time.NewTimer(time.Hour)
-	idle.Stop()
-	defer idle.Stop()
-	var idleC, capC, giveUpC <-chan time.Time
-	done := ctx.Done()
+	if res.Abandoned {
+		c.r.log.Warn("command survived its kill; abandoning it", "pgid", c.pgid.Load())
+		c.r.remember(c.marker)
+	}
+	res.Duration = time.Since(c.begin)
+	if res.StatusKnown {
+		// The exit line already gave the status; Wait only releases the
+		// transport's resources, so its result is of no further use.
+		go func() { _, _ = c.p.Wait() }()
+		return res.ExecResult, nil
+	}
+	return c.transportStatus(res.ExecResult)
+}
+
+// watch turns the wrapper's control lines and the transport's report of
+// the exit into the pump's events, until both have ended or the call is
+// over.
+func (c *execCall) watch(ctl <-chan control, events chan<- execpump.Event, quit <-chan struct{}) {
+	send := func(ev execpump.Event) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-quit:
+			return false
+		}
+	}
 	// exitC is the transport's report of the exit, once the wrapper has
 	// become the command (a "leader" line); until then the wrapper's exit
 	// line says it.
 	var exitC <-chan Status
-	leader := false
-
-	pgid, pidOnly := 0, false
-	pgidKnown := make(chan struct{})
-	var killDone chan int
-	kill := func() {
-		deadline, done = nil, nil
-		killDone = make(chan int, 1)
-		go func() {
-			// The group id comes first thing; a command killed
-			// before it arrives is still found by its marker.
-			select {
-			case <-pgidKnown:
-			case <-time.After(cfg.KillGrace):
-			}
-			n, err := c.r.kill(pgid, pidOnly, c.marker)
-			if err != nil {
-				c.r.log.Warn("kill", "pgid", pgid, "err", err)
-			}
-			killDone <- n
-		}()
-	}
-
-	exited, sawExit, eof, outputOK := false, false, false, c.req.Output != nil
-	startDrain := func() {
-		exited = true
-		idle.Reset(cfg.DrainIdle)
-		idleC = idle.C
-		capT := time.NewTimer(cfg.MaxDrain)
-		capC = capT.C
-	}
-	for {
-		if exited && killDone == nil && (eof || idleC == nil && capC == nil) {
-			break
-		}
+	leader, sawExit := false, false
+	for ctl != nil || exitC != nil {
+		var ev execpump.Event
 		select {
-		case b := <-chunks:
-			if outputOK {
-				if _, err := c.req.Output.Write(b); err != nil {
-					outputOK = false // keep draining; the reader is gone
-				}
-			}
-			ack <- struct{}{}
-			if exited && idleC != nil {
-				idle.Reset(cfg.DrainIdle)
-			}
-		case <-readDone:
-			eof, readDone = true, nil
-		case ev := <-ctl:
-			switch ev.kind {
+		case <-quit:
+			return
+		case cev := <-ctl:
+			switch cev.kind {
 			case "pgid", "pid", "leader":
-				if pgid == 0 {
-					pgid, pidOnly = ev.n, ev.kind == "pid"
-					close(pgidKnown)
-				}
-				if ev.kind == "leader" && !leader {
+				c.learnGroup(cev)
+				if cev.kind == "leader" && !leader {
 					ex, ok := c.p.(Exiter)
 					if !ok {
 						c.r.remember(c.marker)
-						return opsapi.ExecResult{}, fmt.Errorf("%w: the transport cannot report the exit of a command that leads its group", opsapi.ErrUnavailable)
+						send(execpump.Event{Fatal: true, Err: fmt.Errorf("%w: the transport cannot report the exit of a command that leads its group", opsapi.ErrUnavailable)})
+						return
 					}
 					leader, exitC = true, ex.Exited()
 				}
+				continue
 			case "nocwd", "notdir", "noperm":
-				if killDone == nil {
-					return opsapi.ExecResult{}, cwdErrors[ev.kind]
-				}
+				ev = execpump.Event{Err: cwdErrors[cev.kind]}
 			case "exit":
 				sawExit = true
-				res.ExitCode = ev.n
-				if ev.n > 128 {
-					res.Signal = SignalName(ev.n - 128)
-				}
-				startDrain()
+				ev = execpump.Event{Exited: true, Status: &execpump.Status{Code: cev.n, Signal: signalOfCode(cev.n)}}
 			case "eof":
 				ctl = nil
-				if !sawExit && !leader {
-					// The wrapper is gone without a word: the
-					// transport died, or someone killed it.
-					startDrain()
+				if sawExit || leader {
+					continue
 				}
+				// The wrapper is gone without a word: the transport
+				// died, or someone killed it.
+				ev = execpump.Event{Exited: true}
+			default:
+				continue
 			}
 		case st, ok := <-exitC:
 			exitC = nil
-			if !ok {
-				// The transport ended without a status: as a wrapper
-				// gone without a word, below.
-				startDrain()
-				break
+			// The transport ended without a status: as a wrapper gone
+			// without a word, above.
+			ev = execpump.Event{Exited: true}
+			if ok {
+				sawExit = true
+				if st.Signal == "" {
+					st.Signal = signalOfCode(st.Code)
+				}
+				ev.Status = &execpump.Status{Code: st.Code, Signal: st.Signal}
 			}
-			sawExit = true
-			res.ExitCode, res.Signal = st.Code, st.Signal
-			if st.Signal == "" && st.Code > 128 {
-				res.Signal = SignalName(st.Code - 128)
-			}
-			startDrain()
-		case <-deadline:
-			res.TimedOut = true
-			kill()
-		case <-done:
-			res.Canceled = true
-			kill()
-		case n := <-killDone:
-			res.Killed += n
-			killDone = nil
-			if !exited {
-				t := time.NewTimer(giveUpAfterKill)
-				defer t.Stop()
-				giveUpC = t.C
-			}
-		case <-giveUpC:
-			c.r.log.Warn("command survived its kill; abandoning it", "pgid", pgid)
-			exited, idleC, capC, giveUpC = true, nil, nil, nil
-			c.r.remember(c.marker)
-		case <-idleC:
-			idleC, capC = nil, nil
-		case <-capC:
-			idleC, capC = nil, nil
+		}
+		if !send(ev) {
+			return
 		}
 	}
-	res.Duration = time.Since(c.begin)
-	if sawExit {
-		// The exit line already gave the status; Wait only releases the
-		// transport's resources, so its result is of no further use.
-		go func() { _, _ = c.p.Wait() }()
-		return res, nil
+}
+
+// signalOfCode names the signal of an exit status above 128.
+func signalOfCode(code int) string {
+	if code > 128 {
+		return SignalName(code - 128)
 	}
-	// No exit line: ask the transport how the wrapper ended.
+	return ""
+}
+
+// learnGroup records the first group (or pid) the wrapper reports.
+func (c *execCall) learnGroup(ev control) {
+	select {
+	case <-c.pgidKnown:
+		return
+	default:
+	}
+	c.pgid.Store(int64(ev.n))
+	c.pidOnly.Store(ev.kind == "pid")
+	close(c.pgidKnown)
+}
+
+// kill kills the command's tree through the RunFunc. The group id comes
+// first thing; a command killed before it arrives is still found by its
+// marker.
+func (c *execCall) kill() int {
+	t := time.NewTimer(c.r.cfg.KillGrace)
+	defer t.Stop()
+	select {
+	case <-c.pgidKnown:
+	case <-t.C:
+	}
+	pgid := int(c.pgid.Load())
+	n, err := c.r.kill(pgid, c.pidOnly.Load(), c.marker)
+	if err != nil {
+		c.r.log.Warn("kill", "pgid", pgid, "err", err)
+	}
+	return n
+}
+
+// transportStatus asks the transport how the wrapper ended when no exit
+// line said it.
+func (c *execCall) transportStatus(res opsapi.ExecResult) (opsapi.ExecResult, error) {
 	c.p.Close()
 	st, err := c.p.Wait()
 	if err != nil || st.Code == -1 {

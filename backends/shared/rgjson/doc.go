@@ -12,6 +12,14 @@
 // caller can stop ripgrep. Result turns ripgrep's exit status and stderr
 // into the result or a typed error.
 //
+// # Remote searches
+//
+// Remote.Search is the whole search where ripgrep runs on the far side of
+// a transport (a docker exec, an SSH session): it stats the path, runs
+// Script (which reports a missing rg), collects the results, stops rg when
+// they are cut short and maps its exit. The backend gives only Start, the
+// way it starts a command, and the Process it returns.
+//
 // # Memory
 //
 // Collect never holds more than a bounded amount of one JSON message: a

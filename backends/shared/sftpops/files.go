@@ -427,65 +427,22 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 
 	// Every step waits for ctx, except the final rename: once the data
 	// is complete, the replace either happens or fails, never half.
-	type created struct {
-		file *sftp.File
-		tmp  string
-	}
-	create := func(target string) (created, error) {
-		dir, base := path.Split(target)
-		tmp := path.Join(dir, sftpext.TempName(base))
-		file, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-		return created{file, tmp}, err
-	}
-	discard := func(cr created) { f.discard(c, cr.file, cr.tmp) }
-	type first struct {
-		target string
-		old    os.FileInfo
-		cr     created
-		crErr  error
-	}
-	got, err := waitValue(ctx, func() (first, error) {
-		var v first
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			v.cr, v.crErr = create(abs)
-		}()
-		target, old, err := f.finalTarget(c, abs)
-		<-done
-		v.target, v.old = target, old
-		if err == nil && target == abs {
-			return v, nil
-		}
-		// p is a link (or failed to resolve): the temporary file belongs
-		// beside the final target instead.
-		if v.crErr == nil {
-			discard(v.cr)
-		}
-		if err != nil {
-			return v, err
-		}
-		v.cr, v.crErr = create(target)
-		return v, nil
-	}, func(v first) {
-		if v.crErr == nil {
-			discard(v.cr)
-		}
-	})
+	pl, err := f.place(ctx, c, abs)
 	if err != nil {
 		return MapErr(op, p, err)
 	}
-	target, old := got.target, got.old
-	if got.crErr != nil {
+	target, old := pl.target, pl.old
+	if pl.tempErr != nil {
+		err = pl.tempErr
 		if ctx.Err() == nil {
-			err = f.parentErr(c, target, got.crErr)
+			err = f.parentErr(c, target, pl.tempErr)
 		}
 		if old != nil && old.IsDir() {
 			return opsapi.E(op, p, opsapi.ErrIsDir, nil)
 		}
 		return MapErr(op, p, err)
 	}
-	file, tmp := got.cr.file, got.cr.tmp
+	file, tmp := pl.temp.file, pl.temp.name
 	fail := func(err error) error {
 		f.discardWait(c, file, tmp)
 		return MapErr(op, p, err)
@@ -493,7 +450,77 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	if old != nil && old.IsDir() {
 		return fail(opsapi.E(op, p, opsapi.ErrIsDir, nil))
 	}
-	err = wait(ctx, func() error {
+	if err := f.fill(ctx, c, file, r, old); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	return MapErr(op, p, f.commit(c, file, tmp, target))
+}
+
+// tempFile is a temporary file created beside the file it will replace.
+type tempFile struct {
+	file *sftp.File
+	name string
+}
+
+// createTemp creates a temporary file beside target.
+func createTemp(c *sftp.Client, target string) (tempFile, error) {
+	dir, base := path.Split(target)
+	tmp := path.Join(dir, sftpext.TempName(base))
+	file, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	return tempFile{file, tmp}, err
+}
+
+// placement is where a write lands: the final target (p, or where its
+// links lead), the file there now (nil when none), and the temporary file
+// beside the target or the error creating it.
+type placement struct {
+	target  string
+	old     os.FileInfo
+	temp    tempFile
+	tempErr error
+}
+
+// place finds abs's final target while the temporary file is created
+// beside abs, in the same round trip; when abs is a link, the temporary
+// file is made again beside the link's target.
+func (f *FS) place(ctx context.Context, c *sftp.Client, abs string) (placement, error) {
+	return waitValue(ctx, func() (placement, error) {
+		var v placement
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			v.temp, v.tempErr = createTemp(c, abs)
+		}()
+		target, old, err := f.finalTarget(c, abs)
+		<-done
+		v.target, v.old = target, old
+		if err == nil && target == abs {
+			return v, nil
+		}
+		// abs is a link (or failed to resolve): the temporary file
+		// belongs beside the final target instead.
+		if v.tempErr == nil {
+			f.discard(c, v.temp.file, v.temp.name)
+		}
+		if err != nil {
+			return v, err
+		}
+		v.temp, v.tempErr = createTemp(c, target)
+		return v, nil
+	}, func(v placement) {
+		if v.tempErr == nil {
+			f.discard(c, v.temp.file, v.temp.name)
+		}
+	})
+}
+
+// fill writes r into the temporary file, gives it the old file's mode
+// and owner, and syncs it when the server offers that and it is wanted.
+func (f *FS) fill(ctx context.Context, c *sftp.Client, file *sftp.File, r io.Reader, old os.FileInfo) error {
+	return wait(ctx, func() error {
 		_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
 		if err != nil {
 			return err
@@ -520,15 +547,13 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fail(err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	// The data is synced: close and rename go out together (renaming an
-	// open file is fine). A failed close of a synced file loses nothing,
-	// so only the rename decides.
+}
+
+// commit replaces target with the filled temporary file. The data is
+// synced: close and rename go out together (renaming an open file is
+// fine). A failed close of a synced file loses nothing, so only the
+// rename decides.
+func (f *FS) commit(c *sftp.Client, file *sftp.File, tmp, target string) error {
 	closed := make(chan error, 1)
 	go func() { closed <- file.Close() }()
 	if err := f.rename(c, tmp, target); err != nil {
@@ -537,7 +562,7 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 			f.log.Debug("closing a temporary file failed after its rename failed", "path", tmp, "err", cerr)
 		}
 		f.discardWait(c, nil, tmp)
-		return MapErr(op, p, err)
+		return err
 	}
 	if err := <-closed; err != nil {
 		f.log.Warn("closing a written file failed after its rename", "path", target, "err", err)
