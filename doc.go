@@ -15,6 +15,7 @@
 //	backends/backendtest  the one conformance suite every backend joins
 //	killtree/          process-group killing with escalation
 //	broker/            the HTTP server (chi)
+//	wire/              what travels over HTTP: bodies, stream lines, problem, error codes (stdlib + opsapi)
 //	client/            a Go client implementing opsapi over HTTP
 //	cli/, cmd/broker   the command-line interface, kept thin
 //	internal/testutil  skip-locally, fail-in-CI helpers
