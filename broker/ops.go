@@ -554,13 +554,13 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, code := ToHTTP(err)
-		out.last(wire.ExecLine{Type: "error", Code: code, Detail: err.Error()})
+		out.last(wire.ExecLine{Type: wire.LineError, Code: code, Detail: err.Error()})
 		return
 	}
 	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
 		ev.Result = &audit.Result{ExitCode: &result.ExitCode}
 	})
-	out.last(wire.ExecExit{Type: "exit", ExecResult: result})
+	out.last(wire.ExecExit{Type: wire.LineExit, ExecResult: result})
 }
 
 // execStream turns the command's output into NDJSON lines. Headers go out
@@ -605,7 +605,7 @@ func (e *execStream) last(v any) {
 func (e *execStream) Write(p []byte) (int, error) {
 	for rest := p; len(rest) > 0; {
 		n := min(len(rest), execChunk)
-		e.line(wire.ExecLine{Type: "output", Data: rest[:n]})
+		e.line(wire.ExecLine{Type: wire.LineOutput, Data: rest[:n]})
 		rest = rest[n:]
 	}
 	return len(p), nil

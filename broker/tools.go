@@ -73,9 +73,9 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	lw := newLineWriter(w)
 	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
-		lw.write(wire.StreamLine{Type: "update", Result: u})
+		lw.write(wire.StreamLine{Type: wire.LineUpdate, Result: u})
 	})
-	lw.last(wire.StreamLine{Type: "result", Result: result})
+	lw.last(wire.StreamLine{Type: wire.LineResult, Result: result})
 }
 
 // acceptsNDJSON reports whether the client asked for the streaming form.
@@ -106,8 +106,8 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.Mode == "":
-		req.Mode = "parallel"
-	case req.Mode != "parallel" && req.Mode != "sequential":
+		req.Mode = wire.Parallel
+	case req.Mode != wire.Parallel && req.Mode != wire.Sequential:
 		writeProblem(w, r, s.logger, badRequest("field \"mode\": must be \"parallel\" or \"sequential\", got %q", req.Mode))
 		return
 	}
@@ -137,7 +137,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		}
 		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
 	}
-	if req.Mode == "sequential" {
+	if req.Mode == wire.Sequential {
 		for i := range req.Calls {
 			run(i)
 		}
