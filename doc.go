@@ -19,6 +19,7 @@
 //	killtree/          process-group killing with escalation
 //	cgroups/           Linux cgroups: limits, placement before exec, kill, OOM count
 //	broker/            the HTTP server (chi)
+//	wire/              what travels over HTTP: bodies, stream lines, problem, error codes (stdlib + opsapi)
 //	client/            a Go client implementing opsapi over HTTP
 //	cli/, cmd/broker   the command-line interface, kept thin
 //	internal/testutil  skip-locally, fail-in-CI helpers

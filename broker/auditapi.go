@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // Audit read limits.
@@ -14,12 +15,6 @@ const (
 	defaultAuditLimit = 100
 	maxAuditLimit     = 1000
 )
-
-// AuditList is the body of GET /v1/audit: the newest records, oldest
-// first, each exactly as written (with its hash).
-type AuditList struct {
-	Records []json.RawMessage `json:"records"`
-}
 
 // readAudit serves GET /v1/audit: a tenant reads its own records, an admin
 // all of them (or one tenant's with ?tenant=).
@@ -38,7 +33,7 @@ func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
 	want := q.Get("tenant")
 	if want != "" && !t.Admin && want != t.Name {
 		// Not an error that tells the other tenant exists: just nothing.
-		writeJSON(w, r, http.StatusOK, AuditList{Records: []json.RawMessage{}})
+		writeJSON(w, r, http.StatusOK, wire.AuditList{Records: []json.RawMessage{}})
 		return
 	}
 	keep := func(ev *audit.Event) bool {
@@ -55,5 +50,5 @@ func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, fmt.Errorf("reading the audit log: %w", err))
 		return
 	}
-	writeJSON(w, r, http.StatusOK, AuditList{Records: recs})
+	writeJSON(w, r, http.StatusOK, wire.AuditList{Records: recs})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func benchGet(b *testing.B, e *env, path string) {
@@ -64,7 +65,7 @@ func benchPost(b *testing.B, e *env, path, body string) {
 
 // benchTenancy is a broker with a tenant whose policy has path rules and
 // a redaction rule, writing an audit file: what tenancy costs per call.
-func benchTenancy(b *testing.B) (*env, broker.WorkspaceInfo) {
+func benchTenancy(b *testing.B) (*env, wire.WorkspaceInfo) {
 	b.Helper()
 	pol, err := policy.Parse([]byte("paths:\n  read:\n    deny: ['**/.env']\nredact:\n  - name: k\n    pattern: 'SECRET-[0-9]{6}'\n"))
 	if err != nil {
@@ -101,7 +102,7 @@ func BenchmarkReadToolTenancy(b *testing.B) {
 	benchReadTool(b, e, ws)
 }
 
-func benchReadTool(b *testing.B, e *env, ws broker.WorkspaceInfo) {
+func benchReadTool(b *testing.B, e *env, ws wire.WorkspaceInfo) {
 	b.Helper()
 	writeHost(b, ws, "a.txt", strings.Repeat("line\n", 100))
 	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/read", `{"path":"a.txt"}`)

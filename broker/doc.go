@@ -11,16 +11,18 @@
 // header limits, and shut down gracefully when their context ends.
 //
 // The wire contract (routes, bodies, status codes, problem codes) is
-// docs/api.md; the embedded OpenAPI 3.1 document (OpenAPI, served at
-// /v1/openapi.json) describes the same routes and a test holds it equal to
-// the router.
+// docs/api.md; the bodies are the types of package wire, shared with the
+// Go client. The embedded OpenAPI 3.1 document (OpenAPI, served at
+// /v1/openapi.json) describes the same routes; tests hold it valid, equal
+// to the router, and its schemas equal to the wire types.
 //
 // # Errors
 //
 // Every error response is an RFC 9457 problem with a stable code. Handlers
 // never choose a status: ToHTTP maps the opsapi kinds and the broker's own
 // kinds (ErrUnauthorized, ErrNotFound, ErrMethodNotAllowed,
-// ErrUnsupportedMediaType, ErrBadRequest) in one place. Request bodies are
+// ErrUnsupportedMediaType, ErrBadRequest, ErrTooManyRequests) by wire's
+// one code table. Request bodies are
 // size-limited before they are read (413), JSON bodies must be one JSON
 // value without unknown fields or duplicate keys (400 with the field and
 // offset), and a value no backend could take (a NUL byte in a path, an

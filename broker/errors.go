@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,109 +9,36 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
-// The broker's own error kinds, beside opsapi's. Handlers wrap them (or an
-// opsapi kind) and never choose a status themselves: ToHTTP does.
+// The broker's own error kinds, beside opsapi's: the sentinels of the one
+// code table in package wire, named here for the handlers that wrap them.
+// Handlers never choose a status themselves: ToHTTP does.
 var (
-	// ErrUnauthorized: a missing, malformed or unknown bearer token.
-	ErrUnauthorized = errors.New("unauthorized")
-	// ErrNotFound: an unknown workspace, tool or route, or an operation the
-	// workspace does not serve.
-	ErrNotFound = errors.New("not found")
-	// ErrMethodNotAllowed: a known route asked with the wrong method.
-	ErrMethodNotAllowed = errors.New("method not allowed")
-	// ErrUnsupportedMediaType: a JSON route given a body that says it is
-	// something else.
-	ErrUnsupportedMediaType = errors.New("unsupported media type")
-	// ErrBadRequest: a body that is not the JSON the route expects
-	// (malformed, unknown field, wrong type, duplicate key, trailing data).
-	ErrBadRequest = errors.New("bad request")
-	// ErrTooManyRequests: a tenant over its request rate or its
-	// concurrent calls; the answer carries Retry-After.
-	ErrTooManyRequests = errors.New("too many requests")
+	ErrUnauthorized         = wire.ErrUnauthorized
+	ErrNotFound             = wire.ErrNotFound
+	ErrMethodNotAllowed     = wire.ErrMethodNotAllowed
+	ErrUnsupportedMediaType = wire.ErrUnsupportedMediaType
+	ErrBadRequest           = wire.ErrBadRequest
+	ErrTooManyRequests      = wire.ErrTooManyRequests
 )
 
-// StatusClientClosedRequest is the non-standard status (nginx's) for a call
-// the client canceled; the client never sees it, but logs and metrics do.
-const StatusClientClosedRequest = 499
-
-// ToHTTP maps an error to its HTTP status and the stable problem code. It is
-// the only place in the broker where an error picks a status.
+// ToHTTP maps an error to its HTTP status and the stable problem code, by
+// wire's one table. It is the only place in the broker where an error
+// picks a status.
 func ToHTTP(err error) (status int, code string) {
-	var maxBytes *http.MaxBytesError
-	switch {
-	case err == nil:
+	if err == nil {
 		return http.StatusOK, ""
-	case errors.Is(err, ErrUnauthorized):
-		return http.StatusUnauthorized, "unauthorized"
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.Is(err, ErrMethodNotAllowed):
-		return http.StatusMethodNotAllowed, "method_not_allowed"
-	case errors.Is(err, ErrUnsupportedMediaType):
-		return http.StatusUnsupportedMediaType, "unsupported_media_type"
-	case errors.Is(err, ErrBadRequest):
-		return http.StatusBadRequest, "bad_request"
-	case errors.Is(err, ErrTooManyRequests):
-		return http.StatusTooManyRequests, "too_many_requests"
-	case errors.As(err, &maxBytes):
-		return http.StatusRequestEntityTooLarge, "too_large"
 	}
-	code = opsapi.Code(err)
-	switch opsapi.KindOf(err) {
-	case opsapi.ErrNotExist:
-		return http.StatusNotFound, code
-	case opsapi.ErrExist, opsapi.ErrIsDir, opsapi.ErrNotDir:
-		return http.StatusConflict, code
-	case opsapi.ErrPermission, opsapi.ErrDenied:
-		return http.StatusForbidden, code
-	case opsapi.ErrInvalid:
-		return http.StatusBadRequest, code
-	case opsapi.ErrTooLarge:
-		return http.StatusRequestEntityTooLarge, code
-	case opsapi.ErrTimeout:
-		return http.StatusGatewayTimeout, code
-	case opsapi.ErrCanceled:
-		return StatusClientClosedRequest, code
-	case opsapi.ErrUnavailable:
-		return http.StatusServiceUnavailable, code
-	}
-	return http.StatusInternalServerError, "internal"
-}
-
-// problemTypeBase prefixes the problem code to form the RFC 9457 type URI.
-const problemTypeBase = "https://wsbroker.dev/problems/"
-
-// Problem is the RFC 9457 body of every error response.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
-}
-
-// NewProblem builds the problem document for err.
-func NewProblem(err error) Problem {
-	status, code := ToHTTP(err)
-	title := http.StatusText(status)
-	if status == StatusClientClosedRequest {
-		title = "Client Closed Request"
-	}
-	return Problem{
-		Type:   problemTypeBase + code,
-		Title:  title,
-		Status: status,
-		Detail: err.Error(),
-		Code:   code,
-	}
+	c := wire.CodeOf(err)
+	return c.Status, c.Name
 }
 
 // writeProblem answers err as application/problem+json. Server-side
 // failures are logged with the request id; client mistakes only at debug.
 func writeProblem(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	p := NewProblem(err)
+	p := wire.NewProblem(err)
 	level := slog.LevelDebug
 	if p.Status >= 500 {
 		level = slog.LevelError
@@ -121,7 +47,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, logger *slog.Logger, e
 		"request_id", middleware.GetReqID(r.Context()), "status", p.Status, "code", p.Code, "err", err)
 	body, _ := json.Marshal(p)
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Type", wire.ProblemMediaType)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
 	w.WriteHeader(p.Status)

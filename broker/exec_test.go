@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // execLine is the union of the exec stream's lines, as a client reads them.
@@ -57,7 +58,7 @@ func readExec(t testing.TB, r io.Reader, onOutput func([]byte)) ([]byte, execLin
 	return out.Bytes(), last
 }
 
-func (e *env) exec(ws broker.WorkspaceInfo, body any) ([]byte, execLine) {
+func (e *env) exec(ws wire.WorkspaceInfo, body any) ([]byte, execLine) {
 	e.t.Helper()
 	resp := e.send(e.request("POST", "/v1/workspaces/"+ws.ID+"/exec", body))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
@@ -194,7 +195,7 @@ func waitGone(t testing.TB, m string) {
 
 // startSleeper starts an exec whose background child writes its pid file
 // and then outlives the shell's output; it returns once the child runs.
-func (e *env) startSleeper(ctx context.Context, ws broker.WorkspaceInfo, m string) (*http.Response, int) {
+func (e *env) startSleeper(ctx context.Context, ws wire.WorkspaceInfo, m string) (*http.Response, int) {
 	e.t.Helper()
 	req := e.request("POST", "/v1/workspaces/"+ws.ID+"/exec", map[string]any{
 		"command": "sleep " + m + " & echo $! > sleep.pid; echo started; wait",
@@ -317,7 +318,7 @@ func TestToolCallDisconnectKillsTree(t *testing.T) {
 	sc.Buffer(nil, 1<<20)
 	started := false
 	for !started && sc.Scan() {
-		var l broker.StreamLine
+		var l wire.StreamLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -194,13 +195,13 @@ func (e *env) must(status int, method, path string, body, v any) []byte {
 }
 
 // problem asserts a problem response with status and code and returns it.
-func (e *env) problem(status int, code, method, path string, body any) broker.Problem {
+func (e *env) problem(status int, code, method, path string, body any) wire.Problem {
 	e.t.Helper()
 	resp, data := e.do(method, path, body)
 	return checkProblem(e.t, resp, data, status, code)
 }
 
-func checkProblem(t testing.TB, resp *http.Response, data []byte, status int, code string) broker.Problem {
+func checkProblem(t testing.TB, resp *http.Response, data []byte, status int, code string) wire.Problem {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("%s %s: status %d, want %d; body: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, status, data)
@@ -208,7 +209,7 @@ func checkProblem(t testing.TB, resp *http.Response, data []byte, status int, co
 	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("Content-Type %q, want application/problem+json; body: %s", ct, data)
 	}
-	var p broker.Problem
+	var p wire.Problem
 	if err := json.Unmarshal(data, &p); err != nil {
 		t.Fatalf("decoding problem %s: %v", data, err)
 	}
@@ -222,15 +223,15 @@ func checkProblem(t testing.TB, resp *http.Response, data []byte, status int, co
 }
 
 // workspace creates a workspace and returns it; it is deleted at cleanup.
-func (e *env) workspace() broker.WorkspaceInfo {
+func (e *env) workspace() wire.WorkspaceInfo {
 	e.t.Helper()
-	var ws broker.WorkspaceInfo
+	var ws wire.WorkspaceInfo
 	e.must(http.StatusCreated, "POST", "/v1/workspaces", map[string]any{}, &ws)
 	return ws
 }
 
 // wsPath is the URL path of a workspace route with a path query.
-func wsPath(ws broker.WorkspaceInfo, route, p string) string {
+func wsPath(ws wire.WorkspaceInfo, route, p string) string {
 	u := "/v1/workspaces/" + ws.ID + route
 	if p != "" {
 		u += "?path=" + queryEscape(p)
@@ -244,11 +245,11 @@ func queryEscape(s string) string {
 }
 
 // hostPath is where a workspace path lives on the host (local backend).
-func hostPath(ws broker.WorkspaceInfo, rel string) string {
+func hostPath(ws wire.WorkspaceInfo, rel string) string {
 	return filepath.Join(ws.Root, filepath.FromSlash(rel))
 }
 
-func writeHost(t testing.TB, ws broker.WorkspaceInfo, rel, content string) {
+func writeHost(t testing.TB, ws wire.WorkspaceInfo, rel, content string) {
 	t.Helper()
 	p := hostPath(ws, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -259,7 +260,7 @@ func writeHost(t testing.TB, ws broker.WorkspaceInfo, rel, content string) {
 	}
 }
 
-func readHost(t testing.TB, ws broker.WorkspaceInfo, rel string) string {
+func readHost(t testing.TB, ws wire.WorkspaceInfo, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(hostPath(ws, rel))
 	if err != nil {
@@ -293,6 +294,6 @@ func golden(t testing.TB, name string, got []byte) {
 	}
 }
 
-func statHost(ws broker.WorkspaceInfo, rel string) (os.FileInfo, error) {
+func statHost(ws wire.WorkspaceInfo, rel string) (os.FileInfo, error) {
 	return os.Stat(hostPath(ws, rel))
 }

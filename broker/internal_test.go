@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // TestRecoverer: a panicking handler answers a 500 problem and the server
@@ -17,7 +18,7 @@ func TestRecoverer(t *testing.T) {
 	h := s.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
-	var p Problem
+	var p wire.Problem
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || p.Code != "internal" {
 		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
 	}

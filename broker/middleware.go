@@ -3,10 +3,12 @@ package broker
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -139,19 +141,66 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 	})
 }
 
-// notFound and methodNotAllowed answer unknown routes as problems.
+// notFound answers an unknown route as a problem.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: no route %s %s", ErrNotFound, r.Method, r.URL.Path))
 }
 
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	// A custom handler loses chi's Allow header; rebuild it from the table
-	// of routes.
-	for _, m := range s.allowed(r.URL.Path) {
-		w.Header().Add("Allow", m)
-	}
-	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s %s", ErrMethodNotAllowed, r.Method, r.URL.Path))
+// answer405 lets chi answer a known route asked with the wrong method: its
+// router knows the route's methods and sets the Allow header from them.
+// chi's answer has no body; answer405 writes the problem instead, with
+// the Allow values in a stable order.
+func (s *Server) answer405(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&allowWriter{ResponseWriter: w, s: s, r: r}, r)
+	})
 }
+
+// allowWriter turns chi's bare 405 into a problem document.
+type allowWriter struct {
+	http.ResponseWriter
+	s        *Server
+	r        *http.Request
+	answered bool // the problem is written: drop chi's (empty) body
+}
+
+// allowOrder is the order of the methods in an Allow header.
+var allowOrder = map[string]int{
+	http.MethodGet: 0, http.MethodHead: 1, http.MethodPut: 2, http.MethodPost: 3,
+	http.MethodPatch: 4, http.MethodDelete: 5, http.MethodOptions: 6,
+}
+
+func (a *allowWriter) WriteHeader(status int) {
+	h := a.Header()
+	// chi's own 405 sets no Content-Type; the broker's problems all do.
+	if status != http.StatusMethodNotAllowed || a.answered || h.Get("Content-Type") != "" {
+		a.ResponseWriter.WriteHeader(status)
+		return
+	}
+	a.answered = true
+	allow := h.Values("Allow")
+	sort.SliceStable(allow, func(i, j int) bool { return allowOrder[allow[i]] < allowOrder[allow[j]] })
+	h["Allow"] = allow
+	writeProblem(a.ResponseWriter, a.r, a.s.logger, fmt.Errorf("%w: %s %s", ErrMethodNotAllowed, a.r.Method, a.r.URL.Path))
+}
+
+func (a *allowWriter) Write(p []byte) (int, error) {
+	if a.answered {
+		return len(p), nil
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// ReadFrom keeps the copy of a file body as fast as without the wrapper.
+func (a *allowWriter) ReadFrom(src io.Reader) (int64, error) {
+	if a.answered {
+		return io.Copy(io.Discard, src)
+	}
+	return io.Copy(a.ResponseWriter, src)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes).
+func (a *allowWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // levelFor logs server failures as errors and the rest as info.
 func levelFor(status int) slog.Level {

@@ -20,6 +20,7 @@ import (
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // ability returns wk's workspace behind its policy Guard as T, when the
@@ -227,13 +228,6 @@ type statter interface {
 	Stat(ctx context.Context, path string) (opsapi.FileInfo, error)
 }
 
-// StatResponse is opsapi.FileInfo plus the image type sniffed from the
-// file's first bytes.
-type StatResponse struct {
-	opsapi.FileInfo
-	MIME string `json:"mime,omitempty"`
-}
-
 func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
 	p, err := pathParam(r, "stat")
@@ -277,7 +271,7 @@ func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	out := StatResponse{FileInfo: fi}
+	out := wire.StatResponse{FileInfo: fi}
 	if canRead && fi.Type == opsapi.TypeFile && fi.Size > 0 {
 		out.MIME = sniffImage(r.Context(), rd, p)
 	}
@@ -301,11 +295,6 @@ func sniffImage(ctx context.Context, rd opsapi.ReadOperations, p string) string 
 	return ""
 }
 
-// RealPathResponse is the body of GET /realpath.
-type RealPathResponse struct {
-	Path string `json:"path"`
-}
-
 func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
 	p, err := pathParam(r, "realpath")
@@ -326,12 +315,7 @@ func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, RealPathResponse{Path: rp})
-}
-
-// DirList is the body of GET /dirs, sorted by name.
-type DirList struct {
-	Entries []opsapi.FileInfo `json:"entries"`
+	writeJSON(w, r, http.StatusOK, wire.RealPathResponse{Path: rp})
 }
 
 func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
@@ -358,7 +342,7 @@ func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
 		entries = []opsapi.FileInfo{}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	writeJSON(w, r, http.StatusOK, DirList{Entries: entries})
+	writeJSON(w, r, http.StatusOK, wire.DirList{Entries: entries})
 }
 
 func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {
@@ -487,17 +471,9 @@ func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, out)
 }
 
-// ExecRequest is the body of POST /exec.
-type ExecRequest struct {
-	Command string   `json:"command"`
-	Cwd     string   `json:"cwd,omitempty"`
-	Env     []string `json:"env,omitempty"`
-	// Timeout is in seconds; 0 or absent means none.
-	Timeout float64 `json:"timeout,omitempty"`
-}
-
-// toOps validates the request field by field and converts it.
-func (req ExecRequest) toOps() (opsapi.ExecRequest, error) {
+// execRequest validates the body of POST /exec field by field and converts
+// it.
+func execRequest(req wire.ExecRequest) (opsapi.ExecRequest, error) {
 	fields := map[string]string{"command": req.Command, "cwd": req.Cwd}
 	for i, e := range req.Env {
 		fields[fmt.Sprintf("env[%d]", i)] = e
@@ -527,23 +503,6 @@ func (req ExecRequest) toOps() (opsapi.ExecRequest, error) {
 	}, nil
 }
 
-// ExecLine is one line of the exec stream: "output" with Data, "exit" with
-// the result's fields, or "error" with Code and Detail.
-type ExecLine struct {
-	Type string `json:"type"`
-	// Data is base64 of at most 32 KiB of raw output ("output" lines).
-	Data []byte `json:"data,omitempty"`
-	// Code and Detail describe a failure after the stream began ("error").
-	Code   string `json:"code,omitempty"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// ExecExit is the last line of a successful exec stream.
-type ExecExit struct {
-	Type string `json:"type"` // "exit"
-	opsapi.ExecResult
-}
-
 func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
 	data, err := s.readBody(w, r)
@@ -551,12 +510,12 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	var body ExecRequest
+	var body wire.ExecRequest
 	if err := decodeStrict(data, &body); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	req, err := body.toOps()
+	req, err := execRequest(body)
 	if err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
@@ -595,13 +554,13 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, code := ToHTTP(err)
-		out.last(ExecLine{Type: "error", Code: code, Detail: err.Error()})
+		out.last(wire.ExecLine{Type: wire.LineError, Code: code, Detail: err.Error()})
 		return
 	}
 	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
 		ev.Result = &audit.Result{ExitCode: &result.ExitCode}
 	})
-	out.last(ExecExit{Type: "exit", ExecResult: result})
+	out.last(wire.ExecExit{Type: wire.LineExit, ExecResult: result})
 }
 
 // execStream turns the command's output into NDJSON lines. Headers go out
@@ -646,7 +605,7 @@ func (e *execStream) last(v any) {
 func (e *execStream) Write(p []byte) (int, error) {
 	for rest := p; len(rest) > 0; {
 		n := min(len(rest), execChunk)
-		e.line(ExecLine{Type: "output", Data: rest[:n]})
+		e.line(wire.ExecLine{Type: wire.LineOutput, Data: rest[:n]})
 		rest = rest[n:]
 	}
 	return len(p), nil

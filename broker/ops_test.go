@@ -15,6 +15,7 @@ import (
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func TestFiles(t *testing.T) {
@@ -133,17 +134,17 @@ func TestStat(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var st broker.StatResponse
+	var st wire.StatResponse
 	e.must(200, "GET", wsPath(ws, "/stat", "a.txt"), nil, &st)
 	if st.Name != "a.txt" || st.Type != opsapi.TypeFile || st.Size != 5 || st.Mode != 0o644 || st.ModTime.IsZero() || st.MIME != "" {
 		t.Errorf("stat a.txt %+v", st)
 	}
-	st = broker.StatResponse{}
+	st = wire.StatResponse{}
 	e.must(200, "GET", wsPath(ws, "/stat", "img.bin"), nil, &st)
 	if st.MIME != "image/png" {
 		t.Errorf("stat img.bin mime %q", st.MIME)
 	}
-	st = broker.StatResponse{}
+	st = wire.StatResponse{}
 	e.must(200, "GET", wsPath(ws, "/stat", "d"), nil, &st)
 	if st.Type != opsapi.TypeDir || st.MIME != "" {
 		t.Errorf("stat d %+v", st)
@@ -167,7 +168,7 @@ func TestRealPath(t *testing.T) {
 	if err := os.Symlink("dir/target.txt", hostPath(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	var rp broker.RealPathResponse
+	var rp wire.RealPathResponse
 	e.must(200, "GET", wsPath(ws, "/realpath", "link"), nil, &rp)
 	if rp.Path != ws.Root+"/dir/target.txt" {
 		t.Errorf("realpath %q, want %s/dir/target.txt", rp.Path, ws.Root)
@@ -187,7 +188,7 @@ func TestDirs(t *testing.T) {
 	writeHost(t, ws, "m.txt", "m")
 	e.problem(http.StatusConflict, "exists", "POST", wsPath(ws, "/dirs", "z.txt"), nil)
 
-	var list broker.DirList
+	var list wire.DirList
 	e.must(200, "GET", wsPath(ws, "/dirs", "."), nil, &list)
 	var names []string
 	for _, en := range list.Entries {

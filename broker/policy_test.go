@@ -18,11 +18,11 @@ import (
 
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/backends/local"
-	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 const strictPolicy = `
@@ -44,7 +44,7 @@ redact:
     pattern: 'SECRET-[0-9]{6}'
 `
 
-func policyTenancy(t *testing.T) (*tenancy, broker.WorkspaceInfo) {
+func policyTenancy(t *testing.T) (*tenancy, wire.WorkspaceInfo) {
 	t.Helper()
 	pol, err := policy.Parse([]byte(strictPolicy))
 	if err != nil {
@@ -58,7 +58,7 @@ func policyTenancy(t *testing.T) (*tenancy, broker.WorkspaceInfo) {
 	return tc, ws
 }
 
-func (tc *tenancy) tool(ws broker.WorkspaceInfo, name string, args any) tools.Result {
+func (tc *tenancy) tool(ws wire.WorkspaceInfo, name string, args any) tools.Result {
 	tc.t.Helper()
 	resp, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+ws.ID+"/tools/"+name, args)
 	if resp.StatusCode != 200 {
@@ -132,7 +132,7 @@ func TestPolicyBlocksToolCalls(t *testing.T) {
 // TestToolListFollowsPolicy: GET /v1/tools leaves out denied tools.
 func TestToolListFollowsPolicy(t *testing.T) {
 	tc, _ := policyTenancy(t)
-	var list broker.ToolList
+	var list wire.ToolList
 	_, data := tc.as(aliceToken, "GET", "/v1/tools", nil)
 	if err := json.Unmarshal(data, &list); err != nil {
 		t.Fatal(err)
@@ -400,7 +400,7 @@ func TestNetworkRuleAtCreate(t *testing.T) {
 // and the others run.
 func TestBatchDeniesPerCall(t *testing.T) {
 	tc, ws := policyTenancy(t)
-	var out broker.BatchResponse
+	var out wire.BatchResponse
 	_, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+ws.ID+"/tools", map[string]any{
 		"mode": "sequential",
 		"calls": []any{

@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // processRoutes adds GET and DELETE /processes: the processes a
@@ -15,16 +16,6 @@ import (
 func processRoutes(r chi.Router, res workspacesResource) {
 	r.Get("/processes", res.processes)
 	r.Delete("/processes", res.killProcesses)
-}
-
-// ProcessList is the body of GET /processes.
-type ProcessList struct {
-	Processes []opsapi.Process `json:"processes"`
-}
-
-// KillResult is the body of DELETE /processes.
-type KillResult struct {
-	Killed int `json:"killed"`
 }
 
 // processManager is the workspace's ProcessManager, or answers 404.
@@ -51,7 +42,7 @@ func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) 
 	if ps == nil {
 		ps = []opsapi.Process{}
 	}
-	writeJSON(w, r, http.StatusOK, ProcessList{Processes: ps})
+	writeJSON(w, r, http.StatusOK, wire.ProcessList{Processes: ps})
 }
 
 // killProcesses kills the processes named by repeated ?pid= parameters,
@@ -77,5 +68,5 @@ func (res workspacesResource) killProcesses(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	s.logger.Info("processes killed", "workspace", wk.id, "pids", pids, "killed", n)
-	writeJSON(w, r, http.StatusOK, KillResult{Killed: n})
+	writeJSON(w, r, http.StatusOK, wire.KillResult{Killed: n})
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func TestProcessesRoutes(t *testing.T) {
@@ -17,7 +17,7 @@ func TestProcessesRoutes(t *testing.T) {
 	base := "/v1/workspaces/" + ws.ID + "/processes"
 	e.exec(ws, map[string]any{"command": "sleep 600 >/dev/null 2>&1 & echo started", "timeout": 10})
 
-	var list broker.ProcessList
+	var list wire.ProcessList
 	var pid int
 	for end := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		e.must(http.StatusOK, "GET", base, nil, &list)
@@ -34,7 +34,7 @@ func TestProcessesRoutes(t *testing.T) {
 	// Not the workspace's: refused as not found, nothing killed.
 	e.problem(http.StatusNotFound, "not_exist", "DELETE", base+"?pid="+strconv.Itoa(os.Getpid()), nil)
 
-	var killed broker.KillResult
+	var killed wire.KillResult
 	e.must(http.StatusOK, "DELETE", base+"?pid="+strconv.Itoa(pid), nil, &killed)
 	if killed.Killed != 1 {
 		t.Fatalf("killed %+v, want 1", killed)

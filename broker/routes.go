@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -16,6 +15,7 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // openAPI is the hand-written OpenAPI 3.1 document of every route; a test
@@ -30,13 +30,14 @@ func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
 // routes builds the one middleware stack and mounts the resources.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	// Set before mounting: chi copies them into sub-routers at Mount.
+	// Set before mounting: chi copies it into sub-routers at Mount. A 405
+	// is left to chi, which knows the route's methods; answer405 turns it
+	// into a problem.
 	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
 
 	// No middleware.RealIP: X-Forwarded-For and friends are spoofable, so
 	// logs show the peer address the connection really came from.
-	r.Use(middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer)
+	r.Use(middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer, s.answer405)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -49,24 +50,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/tools", s.listTools)
 		r.Mount("/workspaces", workspacesResource{s}.Routes())
 	})
-	s.allow = allowTable(r)
 	return r
-}
-
-// allowTable maps every route pattern to its methods, for the Allow header
-// of a 405.
-func allowTable(routes chi.Routes) map[string][]string {
-	table := map[string][]string{}
-	_ = chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		route = NormalizeRoute(route)
-		table[route] = append(table[route], method)
-		return nil
-	})
-	order := map[string]int{http.MethodGet: 0, http.MethodHead: 1, http.MethodPut: 2, http.MethodPost: 3, http.MethodPatch: 4, http.MethodDelete: 5}
-	for _, ms := range table {
-		sort.Slice(ms, func(i, j int) bool { return order[ms[i]] < order[ms[j]] })
-	}
-	return table
 }
 
 // NormalizeRoute turns a chi route pattern as chi.Walk reports it (with
@@ -79,29 +63,6 @@ func NormalizeRoute(route string) string {
 		route = strings.TrimSuffix(route, "/")
 	}
 	return route
-}
-
-// allowed returns the methods of the route pattern that matches path.
-func (s *Server) allowed(path string) []string {
-	segs := strings.Split(NormalizeRoute(path), "/")
-	for pattern, methods := range s.allow {
-		ps := strings.Split(pattern, "/")
-		if len(ps) != len(segs) {
-			continue
-		}
-		match := true
-		for i := range ps {
-			param := strings.HasPrefix(ps[i], "{") && segs[i] != ""
-			if ps[i] != segs[i] && !param {
-				match = false
-				break
-			}
-		}
-		if match {
-			return methods
-		}
-	}
-	return nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -137,11 +98,6 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(openAPI)
 }
 
-// ToolList is the body of GET /v1/tools.
-type ToolList struct {
-	Tools []tools.Definition `json:"tools"`
-}
-
 // listTools declares the tools the caller's policy allows: a model is not
 // offered a tool every call of which would be blocked.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +108,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 			defs = append(defs, d)
 		}
 	}
-	writeJSON(w, r, http.StatusOK, ToolList{Tools: defs})
+	writeJSON(w, r, http.StatusOK, wire.ToolList{Tools: defs})
 }
 
 // writeJSON answers v as JSON with status.

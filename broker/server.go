@@ -22,6 +22,7 @@ import (
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // rediscoverTimeout bounds the backends' List calls in New.
@@ -40,7 +41,6 @@ type Server struct {
 	disk     diskUsage
 	metrics  *metrics
 	handler  http.Handler
-	allow    map[string][]string // route pattern -> methods, for 405s
 
 	mu         sync.RWMutex
 	workspaces map[string]*workspace
@@ -62,16 +62,8 @@ type workspace struct {
 	createdAt time.Time
 }
 
-// WorkspaceInfo is the JSON form of a workspace.
-type WorkspaceInfo struct {
-	ID        string    `json:"id"`
-	Backend   string    `json:"backend"`
-	Root      string    `json:"root"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-func (w *workspace) info() WorkspaceInfo {
-	return WorkspaceInfo{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC()}
+func (w *workspace) info() wire.WorkspaceInfo {
+	return wire.WorkspaceInfo{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC()}
 }
 
 // New builds a Server over backends, keyed by registry name, and adopts the
@@ -216,9 +208,9 @@ func (s *Server) remove(id string) (*workspace, bool) {
 	return w, ok
 }
 
-func (s *Server) list(tenantName string) []WorkspaceInfo {
+func (s *Server) list(tenantName string) []wire.WorkspaceInfo {
 	s.mu.RLock()
-	out := make([]WorkspaceInfo, 0, len(s.workspaces))
+	out := make([]wire.WorkspaceInfo, 0, len(s.workspaces))
 	for _, w := range s.workspaces {
 		if w.tenant == tenantName {
 			out = append(out, w.info())

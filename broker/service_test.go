@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -295,7 +296,7 @@ func TestBodyTooLarge(t *testing.T) {
 	if _, err := statHost(ws, "ran"); err == nil {
 		t.Error("a command ran despite the 413")
 	}
-	var list broker.WorkspaceList
+	var list wire.WorkspaceList
 	e.must(http.StatusOK, "GET", "/v1/workspaces", nil, &list)
 	if len(list.Workspaces) != 1 {
 		t.Errorf("%d workspaces after refused creates, want 1", len(list.Workspaces))

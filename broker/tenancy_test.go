@@ -21,6 +21,7 @@ import (
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 const (
@@ -84,13 +85,13 @@ func (e *env) as(token, method, path string, body any, header ...string) (*http.
 	return resp, data
 }
 
-func (e *env) createAs(token string) broker.WorkspaceInfo {
+func (e *env) createAs(token string) wire.WorkspaceInfo {
 	e.t.Helper()
 	resp, data := e.as(token, "POST", "/v1/workspaces", map[string]any{})
 	if resp.StatusCode != http.StatusCreated {
 		e.t.Fatalf("create: %d %s", resp.StatusCode, data)
 	}
-	var ws broker.WorkspaceInfo
+	var ws wire.WorkspaceInfo
 	if err := json.Unmarshal(data, &ws); err != nil {
 		e.t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	if got := readHost(t, ws, "keep.txt"); got != "alice's\n" {
 		t.Fatalf("alice's file became %q", got)
 	}
-	var list broker.WorkspaceList
+	var list wire.WorkspaceList
 	_, data := tc.as(bobToken, "GET", "/v1/workspaces", nil)
 	_ = json.Unmarshal(data, &list)
 	if len(list.Workspaces) != 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // ndjson is the media type of the streaming responses.
@@ -30,12 +31,6 @@ func (res toolsResource) Routes() chi.Router {
 	r.Post("/", res.batch)
 	r.Post("/{name}", res.call)
 	return r
-}
-
-// StreamLine is one line of a streamed tool call.
-type StreamLine struct {
-	Type   string       `json:"type"` // "update" or "result"
-	Result tools.Result `json:"result"`
 }
 
 // call runs one tool. The body is the tool's arguments: anything that is
@@ -78,9 +73,9 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	lw := newLineWriter(w)
 	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
-		lw.write(StreamLine{Type: "update", Result: u})
+		lw.write(wire.StreamLine{Type: wire.LineUpdate, Result: u})
 	})
-	lw.last(StreamLine{Type: "result", Result: result})
+	lw.last(wire.StreamLine{Type: wire.LineResult, Result: result})
 }
 
 // acceptsNDJSON reports whether the client asked for the streaming form.
@@ -91,32 +86,6 @@ func acceptsNDJSON(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// BatchRequest is the body of POST /v1/workspaces/{id}/tools.
-type BatchRequest struct {
-	Calls []BatchCall `json:"calls"`
-	// Mode is "parallel" (the default, as in pi) or "sequential".
-	Mode string `json:"mode,omitempty"`
-}
-
-// BatchCall is one call of a batch.
-type BatchCall struct {
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-}
-
-// BatchResult is one result of a batch, in the order of the calls.
-type BatchResult struct {
-	ID     string       `json:"id,omitempty"`
-	Name   string       `json:"name"`
-	Result tools.Result `json:"result"`
-}
-
-// BatchResponse is the answer to a batch.
-type BatchResponse struct {
-	Results []BatchResult `json:"results"`
 }
 
 // batch runs several calls, as pi's agent loop runs the tool calls of one
@@ -130,15 +99,15 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	var req BatchRequest
+	var req wire.BatchRequest
 	if err := decodeStrict(data, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
 	switch {
 	case req.Mode == "":
-		req.Mode = "parallel"
-	case req.Mode != "parallel" && req.Mode != "sequential":
+		req.Mode = wire.Parallel
+	case req.Mode != wire.Parallel && req.Mode != wire.Sequential:
 		writeProblem(w, r, s.logger, badRequest("field \"mode\": must be \"parallel\" or \"sequential\", got %q", req.Mode))
 		return
 	}
@@ -159,16 +128,16 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	results := make([]BatchResult, len(req.Calls))
+	results := make([]wire.BatchResult, len(req.Calls))
 	run := func(i int) {
 		c := req.Calls[i]
 		args := c.Arguments
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
+		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
 	}
-	if req.Mode == "sequential" {
+	if req.Mode == wire.Sequential {
 		for i := range req.Calls {
 			run(i)
 		}
@@ -179,7 +148,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		}
 		wg.Wait()
 	}
-	writeJSON(w, r, http.StatusOK, BatchResponse{Results: results})
+	writeJSON(w, r, http.StatusOK, wire.BatchResponse{Results: results})
 }
 
 // lineWriter writes NDJSON lines and flushes each, so a client sees every

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func resultText(r tools.Result) string {
@@ -23,7 +24,7 @@ func resultText(r tools.Result) string {
 
 func TestToolList(t *testing.T) {
 	e := newEnv(t, nil)
-	var list broker.ToolList
+	var list wire.ToolList
 	e.must(http.StatusOK, "GET", "/v1/tools", nil, &list)
 	var names []string
 	for _, d := range list.Tools {
@@ -108,10 +109,10 @@ func TestToolCallStreaming(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
-	var lines []broker.StreamLine
+	var lines []wire.StreamLine
 	released := false
 	for sc.Scan() {
-		var l broker.StreamLine
+		var l wire.StreamLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
@@ -143,7 +144,7 @@ func TestToolCallStreaming(t *testing.T) {
 	req = e.request("POST", "/v1/workspaces/"+ws.ID+"/tools/read", map[string]any{"path": "nope"})
 	req.Header.Set("Accept", "application/json, application/x-ndjson")
 	resp = e.send(req)
-	var only broker.StreamLine
+	var only wire.StreamLine
 	if err := json.NewDecoder(resp.Body).Decode(&only); err != nil || only.Type != "result" || !only.Result.IsError {
 		t.Fatalf("read stream: %+v %v", only, err)
 	}
@@ -157,7 +158,7 @@ func TestBatch(t *testing.T) {
 	// Parallel calls overlap: each waits for the other's marker, which only
 	// works when both run at once. An unknown tool and invalid arguments
 	// fail alone.
-	var out broker.BatchResponse
+	var out wire.BatchResponse
 	e.must(http.StatusOK, "POST", path, map[string]any{
 		"mode": "parallel",
 		"calls": []map[string]any{

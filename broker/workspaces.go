@@ -17,6 +17,7 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // createTimeout bounds a backend's Create; it runs detached from the
@@ -44,19 +45,6 @@ func (res workspacesResource) Routes() chi.Router {
 	return r
 }
 
-// CreateRequest is the body of POST /v1/workspaces.
-type CreateRequest struct {
-	// Backend names the backend; empty means the configured default.
-	Backend string `json:"backend,omitempty"`
-	// Options are the backend's own creation options.
-	Options json.RawMessage `json:"options,omitempty"`
-}
-
-// WorkspaceList is the body of GET /v1/workspaces.
-type WorkspaceList struct {
-	Workspaces []WorkspaceInfo `json:"workspaces"`
-}
-
 func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 	s := res.s
 	data, err := s.readBody(w, r)
@@ -64,7 +52,7 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	var req CreateRequest
+	var req wire.CreateRequest
 	if err := decodeStrict(data, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
@@ -120,7 +108,7 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (res workspacesResource) list(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, r, http.StatusOK, WorkspaceList{Workspaces: res.s.list(tenantFrom(r.Context()).Name)})
+	writeJSON(w, r, http.StatusOK, wire.WorkspaceList{Workspaces: res.s.list(tenantFrom(r.Context()).Name)})
 }
 
 func (res workspacesResource) get(w http.ResponseWriter, r *http.Request) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 var idPattern = regexp.MustCompile(`^ws_[a-z2-7]{26}$`)
@@ -21,7 +21,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, data)
 	}
-	var ws broker.WorkspaceInfo
+	var ws wire.WorkspaceInfo
 	e.must(http.StatusOK, "GET", resp.Header.Get("Location"), nil, &ws)
 	if !idPattern.MatchString(ws.ID) || ws.Backend != "local" || ws.Root == "" || ws.CreatedAt.IsZero() {
 		t.Fatalf("workspace %+v", ws)
@@ -38,7 +38,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 	if other.ID == ws.ID || other.Root == ws.Root {
 		t.Fatalf("two workspaces share %s / %s", other.ID, other.Root)
 	}
-	var list broker.WorkspaceList
+	var list wire.WorkspaceList
 	e.must(http.StatusOK, "GET", "/v1/workspaces", nil, &list)
 	if len(list.Workspaces) != 2 || list.Workspaces[0].ID != ws.ID || list.Workspaces[1].ID != other.ID {
 		t.Fatalf("list %+v", list)
@@ -77,7 +77,7 @@ func TestWorkspaceCreateBadInput(t *testing.T) {
 	e.problem(http.StatusBadRequest, "bad_request", "POST", "/v1/workspaces", `{} {}`)
 	// The backend's own validation of its options.
 	e.problem(http.StatusBadRequest, "invalid", "POST", "/v1/workspaces", `{"options":{"unknownOption":1}}`)
-	var list broker.WorkspaceList
+	var list wire.WorkspaceList
 	e.must(http.StatusOK, "GET", "/v1/workspaces", nil, &list)
 	if len(list.Workspaces) != 0 {
 		t.Fatalf("refused creates left workspaces: %+v", list)
@@ -105,7 +105,7 @@ func TestRediscover(t *testing.T) {
 	_ = first.backend.Close()
 
 	second := newEnvAt(t, state, nil)
-	var got broker.WorkspaceInfo
+	var got wire.WorkspaceInfo
 	second.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID, nil, &got)
 	if got.Root != ws.Root || got.Backend != "local" {
 		t.Errorf("rediscovered %+v, want root %s", got, ws.Root)

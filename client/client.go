@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
-	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // DefaultURL is where a broker listens unless told otherwise.
@@ -60,38 +59,25 @@ func defaultTransport() http.RoundTripper {
 	return t
 }
 
-// WorkspaceInfo describes a workspace as the broker reports it.
-type WorkspaceInfo struct {
-	ID        string    `json:"id"`
-	Backend   string    `json:"backend"`
-	Root      string    `json:"root"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
 // CreateWorkspace asks for a new workspace on backend ("" means the
 // broker's default, local) with the backend's options (nil for defaults).
-func (c *Client) CreateWorkspace(ctx context.Context, backend string, options json.RawMessage) (WorkspaceInfo, error) {
-	body := struct {
-		Backend string          `json:"backend,omitempty"`
-		Options json.RawMessage `json:"options,omitempty"`
-	}{backend, options}
-	var info WorkspaceInfo
+func (c *Client) CreateWorkspace(ctx context.Context, backend string, options json.RawMessage) (wire.WorkspaceInfo, error) {
+	body := wire.CreateRequest{Backend: backend, Options: options}
+	var info wire.WorkspaceInfo
 	err := c.doJSON(ctx, http.MethodPost, "/v1/workspaces", nil, body, &info)
 	return info, err
 }
 
 // ListWorkspaces returns every workspace the broker holds.
-func (c *Client) ListWorkspaces(ctx context.Context) ([]WorkspaceInfo, error) {
-	var out struct {
-		Workspaces []WorkspaceInfo `json:"workspaces"`
-	}
+func (c *Client) ListWorkspaces(ctx context.Context) ([]wire.WorkspaceInfo, error) {
+	var out wire.WorkspaceList
 	err := c.doJSON(ctx, http.MethodGet, "/v1/workspaces", nil, nil, &out)
 	return out.Workspaces, err
 }
 
 // GetWorkspace describes one workspace; an unknown id is opsapi.ErrNotExist.
-func (c *Client) GetWorkspace(ctx context.Context, id string) (WorkspaceInfo, error) {
-	var info WorkspaceInfo
+func (c *Client) GetWorkspace(ctx context.Context, id string) (wire.WorkspaceInfo, error) {
+	var info wire.WorkspaceInfo
 	err := c.doJSON(ctx, http.MethodGet, wsPath(id, ""), nil, nil, &info)
 	return info, err
 }
@@ -103,10 +89,8 @@ func (c *Client) DeleteWorkspace(ctx context.Context, id string) error {
 }
 
 // Tools returns the declarations of the broker's tools (GET /v1/tools).
-func (c *Client) Tools(ctx context.Context) ([]tools.Definition, error) {
-	var out struct {
-		Tools []tools.Definition `json:"tools"`
-	}
+func (c *Client) Tools(ctx context.Context) ([]wire.ToolDefinition, error) {
+	var out wire.ToolList
 	err := c.doJSON(ctx, http.MethodGet, "/v1/tools", nil, nil, &out)
 	return out.Tools, err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 const testToken = "test-token-0123456789"
@@ -141,7 +142,7 @@ func TestErrorsCrossTheWire(t *testing.T) {
 	if err := ws.WriteFile(ctx, "d", strings.NewReader("x")); !errors.Is(err, opsapi.ErrIsDir) {
 		t.Errorf("WriteFile on a directory: %v, want ErrIsDir", err)
 	}
-	var p *client.Problem
+	var p *wire.Problem
 	_, err := ws.Open(ctx, "missing.txt")
 	if !errors.As(err, &p) || p.Status != 404 || p.Code != "not_exist" {
 		t.Errorf("problem of a missing file: %+v", p)
@@ -338,11 +339,11 @@ func TestCallToolAndBatch(t *testing.T) {
 		t.Fatal("no update arrived while bash ran for 1.6 s")
 	}
 
-	results, err := ws.Batch(ctx, []client.Call{
+	results, err := ws.Batch(ctx, []wire.BatchCall{
 		{ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command":"echo hi"}`)},
 		{ID: "c2", Name: "nosuchtool"},
 		{ID: "c3", Name: "ls", Arguments: json.RawMessage(`{"path":"a"}`)},
-	}, client.Sequential)
+	}, wire.Sequential)
 	if err != nil || len(results) != 3 {
 		t.Fatalf("batch: %+v, %v", results, err)
 	}

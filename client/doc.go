@@ -9,7 +9,8 @@
 // same Workspace also runs whole tools on the broker (CallTool, Batch),
 // with pi's semantics and, when asked, streamed progress.
 //
-// The client follows the wire contract in docs/api.md: bearer-token
+// The client follows the wire contract in docs/api.md, with the body types
+// of package wire (it builds neither the tools nor any backend): bearer-token
 // authentication, paths in the `path` query parameter, raw file bodies,
 // NDJSON streams for exec and tool progress, and RFC 9457 problem
 // documents for errors.
@@ -19,8 +20,9 @@
 // ToNative (errors.go) is the one place that turns a problem document into
 // a Go error: its `code` becomes the matching opsapi kind, so
 // errors.Is(err, opsapi.ErrNotExist) holds for a missing file whether the
-// workspace is local or behind the broker. errors.As with *Problem gives
-// the HTTP status and the server's detail.
+// workspace is local or behind the broker. errors.As with *wire.Problem
+// gives the HTTP status and the server's detail. The code table is
+// wire's, the one the broker answers by.
 //
 // # Streaming
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func response(status int, contentType, body string) *http.Response {
@@ -33,7 +34,7 @@ func TestToNativeMapsEveryCode(t *testing.T) {
 		if !errors.Is(err, kind) {
 			t.Errorf("code %q: errors.Is(%v, %v) = false", code, err, kind)
 		}
-		var p *Problem
+		var p *wire.Problem
 		if !errors.As(err, &p) || p.Detail != "op p: boom" || p.Code != code {
 			t.Errorf("code %q: problem not reachable through errors.As: %#v", code, p)
 		}

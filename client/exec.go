@@ -13,27 +13,13 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
-// execBody is the wire form of an opsapi.ExecRequest; the timeout travels
-// as seconds.
-type execBody struct {
-	Command string   `json:"command"`
-	Cwd     string   `json:"cwd,omitempty"`
-	Env     []string `json:"env,omitempty"`
-	Timeout float64  `json:"timeout,omitempty"`
-}
-
-// execLine is one line of the exec stream: output, exit or error.
+// execLine decodes any line of the exec stream: output, error or exit.
 type execLine struct {
-	Type string `json:"type"`
-	// output
-	Data []byte `json:"data,omitempty"` // base64 on the wire
-	// exit
+	wire.ExecLine
 	opsapi.ExecResult
-	// error
-	Code   string `json:"code,omitempty"`
-	Detail string `json:"detail,omitempty"`
 }
 
 // Exec runs req.Command on the broker and streams its output, decoded, to
@@ -53,7 +39,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if req.Timeout < 0 {
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, errors.New("negative timeout"))
 	}
-	b, err := json.Marshal(execBody{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout.Seconds()})
+	b, err := json.Marshal(wire.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout.Seconds()})
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, err)
 	}
@@ -91,7 +77,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		}
 		var line execLine
 		if data, ok := fastOutput(raw, &out); ok {
-			line = execLine{Type: "output", Data: data}
+			line = execLine{ExecLine: wire.ExecLine{Type: wire.LineOutput, Data: data}}
 		} else if err := json.Unmarshal(raw, &line); err != nil {
 			if ctx.Err() != nil {
 				return canceledResult(ctx, start), nil
@@ -100,7 +86,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 				fmt.Errorf("malformed exec stream line: %w", err))
 		}
 		switch line.Type {
-		case "output":
+		case wire.LineOutput:
 			if req.Output != nil && len(line.Data) > 0 {
 				if _, err := req.Output.Write(line.Data); err != nil {
 					// The caller cannot take more output; closing the
@@ -109,12 +95,12 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 					return opsapi.ExecResult{}, opsapi.E("client.Exec", "", nil, fmt.Errorf("writing output: %w", err))
 				}
 			}
-		case "exit":
+		case wire.LineExit:
 			final = true
 			return line.ExecResult, nil
-		case "error":
+		case wire.LineError:
 			final = true
-			return opsapi.ExecResult{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
+			return opsapi.ExecResult{}, native(&wire.Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
 		default:
 			// Unknown line types are future extensions; skip them.
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // The fast path must agree with the JSON decoder on every output line the
@@ -21,7 +21,7 @@ func TestFastOutputAgreesWithJSON(t *testing.T) {
 	var buf []byte
 	for _, p := range payloads {
 		// The broker's own line type, so a change of its form shows here.
-		raw, err := json.Marshal(broker.ExecLine{Type: "output", Data: p})
+		raw, err := json.Marshal(wire.ExecLine{Type: "output", Data: p})
 		if err != nil {
 			t.Fatal(err)
 		}

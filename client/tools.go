@@ -11,7 +11,7 @@ import (
 	"net/url"
 
 	"github.com/wsbroker/wsbroker/opsapi"
-	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // CallTool runs the tool name with args (its JSON arguments; nil means {})
@@ -24,9 +24,9 @@ import (
 // the tool's own result (bash: "Command aborted" after the output so far);
 // only when the broker cannot be heard from any more is it an error of
 // kind ErrCanceled or ErrTimeout.
-func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMessage, onUpdate func(wire.ToolResult)) (wire.ToolResult, error) {
 	if err := ctx.Err(); err != nil {
-		return tools.Result{}, opsapi.E("client.CallTool", "", nil, err)
+		return wire.ToolResult{}, opsapi.E("client.CallTool", "", nil, err)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -35,7 +35,7 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 	defer sc.close()
 	req, err := w.c.newRequest(reqCtx, http.MethodPost, wsPath(w.id, "/tools/"+url.PathEscape(name)), nil, bytes.NewReader(args))
 	if err != nil {
-		return tools.Result{}, err
+		return wire.ToolResult{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if onUpdate == nil {
@@ -46,85 +46,62 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 	resp, err := w.c.send(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return tools.Result{}, opsapi.E("client.CallTool", "", nil, cerr)
+			return wire.ToolResult{}, opsapi.E("client.CallTool", "", nil, cerr)
 		}
-		return tools.Result{}, err
+		return wire.ToolResult{}, err
 	}
 	final := false // the last value is in: read the body's end, keep the connection
 	defer func() { sc.closeBody(resp.Body, final) }()
 	dec := json.NewDecoder(resp.Body)
 	if onUpdate == nil {
-		var res tools.Result
+		var res wire.ToolResult
 		if err := dec.Decode(&res); err != nil {
-			return tools.Result{}, decodeError(ctx, req.Method, req.URL.Path, err)
+			return wire.ToolResult{}, decodeError(ctx, req.Method, req.URL.Path, err)
 		}
 		final = true
 		return res, nil
 	}
 	for {
+		// An "error" line is not one the broker sends today; it is read
+		// as the exec stream's, should a tool stream fail after it began.
 		var line struct {
-			Type   string       `json:"type"`
-			Result tools.Result `json:"result"`
-			Code   string       `json:"code,omitempty"`
-			Detail string       `json:"detail,omitempty"`
+			wire.StreamLine
+			Code   string `json:"code,omitempty"`
+			Detail string `json:"detail,omitempty"`
 		}
 		if err := dec.Decode(&line); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return tools.Result{}, decodeError(ctx, req.Method, req.URL.Path,
+			return wire.ToolResult{}, decodeError(ctx, req.Method, req.URL.Path,
 				fmt.Errorf("tool stream ended without a result line: %w", err))
 		}
 		switch line.Type {
-		case "update":
+		case wire.LineUpdate:
 			onUpdate(line.Result)
-		case "result":
+		case wire.LineResult:
 			final = true
 			return line.Result, nil
-		case "error":
+		case wire.LineError:
 			final = true
-			return tools.Result{}, native(&Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
+			return wire.ToolResult{}, native(&wire.Problem{Status: resp.StatusCode, Code: line.Code, Detail: line.Detail})
 		}
 	}
 }
 
-// Batch modes, as pi's agent loop runs the tool calls of one message.
-const (
-	Parallel   = "parallel"
-	Sequential = "sequential"
-)
-
-// Call is one tool call of a batch.
-type Call struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-// CallResult is the outcome of one call of a batch.
-type CallResult struct {
-	ID     string       `json:"id"`
-	Name   string       `json:"name"`
-	Result tools.Result `json:"result"`
-}
-
-// Batch runs calls on the broker in mode (Parallel or Sequential; ""
-// means the broker's default) and returns their results in source order.
+// Batch runs calls on the broker in mode (wire.Parallel or
+// wire.Sequential; "" means the broker's default) and returns their
+// results in source order.
 // An unknown tool or invalid arguments give that call an isError result;
 // the other calls still run.
-func (w *Workspace) Batch(ctx context.Context, calls []Call, mode string) ([]CallResult, error) {
+func (w *Workspace) Batch(ctx context.Context, calls []wire.BatchCall, mode string) ([]wire.BatchResult, error) {
 	for i := range calls {
 		if len(calls[i].Arguments) == 0 {
 			calls[i].Arguments = json.RawMessage("{}")
 		}
 	}
-	body := struct {
-		Calls []Call `json:"calls"`
-		Mode  string `json:"mode,omitempty"`
-	}{calls, mode}
-	var out struct {
-		Results []CallResult `json:"results"`
-	}
+	body := wire.BatchRequest{Calls: calls, Mode: mode}
+	var out wire.BatchResponse
 	err := w.c.doJSON(ctx, http.MethodPost, wsPath(w.id, "/tools"), nil, body, &out)
 	if err == nil && len(out.Results) != len(calls) {
 		err = opsapi.E("client.Batch", "", opsapi.ErrUnavailable,

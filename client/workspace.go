@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // Workspace is one of the broker's workspaces seen through the wire. It
@@ -47,7 +48,7 @@ func (c *Client) Workspace(id string) *Workspace {
 
 // WorkspaceFor returns a handle on the workspace info describes, with its
 // root already known.
-func (c *Client) WorkspaceFor(info WorkspaceInfo) *Workspace {
+func (c *Client) WorkspaceFor(info wire.WorkspaceInfo) *Workspace {
 	return &Workspace{c: c, id: info.ID, root: info.Root}
 }
 
@@ -55,7 +56,7 @@ func (c *Client) WorkspaceFor(info WorkspaceInfo) *Workspace {
 func (w *Workspace) ID() string { return w.id }
 
 // Info fetches the workspace's description and remembers its root.
-func (w *Workspace) Info(ctx context.Context) (WorkspaceInfo, error) {
+func (w *Workspace) Info(ctx context.Context) (wire.WorkspaceInfo, error) {
 	info, err := w.c.GetWorkspace(ctx, w.id)
 	if err == nil {
 		w.mu.Lock()

@@ -4,27 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+
+	"github.com/wsbroker/wsbroker/wire"
 )
 
-// Content is one block of a tool result: text, or an image as base64.
-type Content struct {
-	Type     string `json:"type"` // "text" or "image"
-	Text     string `json:"text,omitempty"`
-	Data     string `json:"data,omitempty"` // base64, images only
-	MimeType string `json:"mimeType,omitempty"`
-}
+// Content is one block of a tool result: text, or an image as base64. It
+// is the wire type itself, so what a tool returns is what the broker
+// sends and the client decodes, with no copy between them.
+type Content = wire.Content
 
 // TextContent returns a text block.
 func TextContent(s string) Content { return Content{Type: "text", Text: s} }
 
-// Result is what a tool returns to the model, shaped as pi's AgentToolResult.
-// A failed tool is a Result with IsError set and the error's message as its
-// only text; it is never a Go error, because the model must see it.
-type Result struct {
-	Content []Content `json:"content"`
-	Details any       `json:"details,omitempty"`
-	IsError bool      `json:"isError"`
-}
+// Result is what a tool returns to the model, shaped as pi's
+// AgentToolResult (wire.ToolResult). A failed tool is a Result with
+// IsError set and the error's message as its only text; it is never a Go
+// error, because the model must see it.
+type Result = wire.ToolResult
 
 // ErrorResult is the result pi's agent loop builds from a thrown error.
 func ErrorResult(msg string) Result {
@@ -34,16 +30,11 @@ func ErrorResult(msg string) Result {
 // UpdateFunc receives partial results while a tool runs (bash streams its
 // output tail this way). It is called serially and never after Execute
 // returns.
-type UpdateFunc func(Result)
+type UpdateFunc = func(Result)
 
-// Definition is the declaration a host hands its model.
-type Definition struct {
-	Name          string          `json:"name"`
-	Label         string          `json:"label,omitempty"`
-	Description   string          `json:"description"`
-	Parameters    json.RawMessage `json:"parameters"` // JSON Schema
-	PromptSnippet string          `json:"promptSnippet,omitempty"`
-}
+// Definition is the declaration a host hands its model
+// (wire.ToolDefinition).
+type Definition = wire.ToolDefinition
 
 // Tool is one of the seven tools, written once over opsapi.
 type Tool interface {

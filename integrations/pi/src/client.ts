@@ -16,7 +16,7 @@ export interface BrokerTarget {
 	workspace: string;
 }
 
-/** A workspace as the broker describes it. */
+/** A workspace as the broker describes it (wire.WorkspaceInfo). */
 export interface WorkspaceInfo {
 	id: string;
 	backend: string;
@@ -24,7 +24,7 @@ export interface WorkspaceInfo {
 	createdAt: string;
 }
 
-/** opsapi.FileInfo on the wire. */
+/** opsapi.FileInfo on the wire, with GET /stat's mime (wire.StatResponse). */
 export interface FileInfo {
 	name: string;
 	type: "file" | "dir" | "symlink" | "other";
@@ -42,13 +42,17 @@ export interface ExecExit {
 	timedOut?: boolean;
 	canceled?: boolean;
 	oomKilled?: boolean;
+	memoryLimit?: number;
 	killed?: number;
 	durationNs?: number;
 }
 
-/** A tool result as the broker's tool routes return it. */
+/** One block of a tool result (wire.Content). */
+export type ToolContent = { type: "text"; text: string } | { type: "image"; data: string; mimeType: string };
+
+/** A tool result as the broker's tool routes return it (wire.ToolResult). */
 export interface ToolResult {
-	content: Array<{ type: "text"; text: string } | { type: "image"; data: string; mimeType: string }>;
+	content: ToolContent[];
 	details?: unknown;
 	isError?: boolean;
 }
