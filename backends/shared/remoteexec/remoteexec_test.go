@@ -208,6 +208,14 @@ func alive(t *testing.T, file string) bool {
 	return !strings.Contains(string(st[bytes.LastIndexByte(st, ')'):]), ") Z")
 }
 
+// pidWritten reports whether file holds a whole line: the shell creates
+// the file for "echo $$ > file" before echo writes to it, and an empty
+// file read as pid 0 would make a live process look dead.
+func pidWritten(file string) bool {
+	b, err := os.ReadFile(file)
+	return err == nil && bytes.HasSuffix(b, []byte("\n"))
+}
+
 func waitGone(t *testing.T, files ...string) {
 	t.Helper()
 	for _, f := range files {
@@ -249,7 +257,7 @@ func TestCancelKillsTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		for {
-			if _, err := os.Stat(filepath.Join(dir, "gc.pid")); err == nil {
+			if pidWritten(filepath.Join(dir, "gc.pid")) {
 				cancel()
 				return
 			}
@@ -296,10 +304,7 @@ func TestLostTransportFailsClearlyAndReapKills(t *testing.T) {
 	}()
 	p := <-tr.started
 	tr.started = nil
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "gc.pid")); err == nil {
-			break
-		}
+	for !pidWritten(filepath.Join(dir, "gc.pid")) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// The transport dies: both streams end, no exit status comes.
