@@ -11,13 +11,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/workspaces"
 )
 
 // ndjson is the media type of the streaming responses.
 const ndjson = "application/x-ndjson"
-
-// bashTool is the tool whose calls count as running commands.
-const bashTool = "bash"
 
 // toolsResource serves /v1/workspaces/{id}/tools.
 type toolsResource struct{ s *Server }
@@ -46,8 +44,8 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	s := res.s
 	wk := workspaceFrom(r.Context())
 	name := chi.URLParam(r, "name")
-	if _, ok := wk.toolbox.Tool(name); !ok {
-		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.id, ErrNotFound))
+	if !wk.HasTool(name) {
+		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.ID(), ErrNotFound))
 		return
 	}
 	args, err := s.readBody(w, r)
@@ -58,18 +56,18 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	ctx := r.Context()
-	if name == bashTool {
+	ctx := serviceCtx(r)
+	if name == workspaces.BashTool {
 		var end func()
-		ctx, end, err = s.startCommand(ctx, wk.id)
+		ctx, end, err = s.svc.StartCommand(ctx, wk)
 		if err != nil {
-			writeProblem(w, r, s.logger, err)
+			s.fail(w, r, err)
 			return
 		}
 		defer end()
 	}
 	if !acceptsNDJSON(r) {
-		writeJSON(w, r, http.StatusOK, s.runTool(ctx, r, wk, 1, name, args, nil))
+		writeJSON(w, r, http.StatusOK, s.svc.RunTool(ctx, wk, 1, name, args, nil))
 		return
 	}
 	// Streaming: updates go out as they come, each line flushed.
@@ -77,7 +75,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	lw := newLineWriter(w)
-	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
+	result := s.svc.RunTool(ctx, wk, 1, name, args, func(u tools.Result) {
 		lw.write(StreamLine{Type: "update", Result: u})
 	})
 	lw.last(StreamLine{Type: "result", Result: result})
@@ -146,13 +144,13 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, badRequest("field \"calls\": %d calls, at most %d allowed", len(req.Calls), s.cfg.MaxBatchCalls))
 		return
 	}
-	ctx := r.Context()
+	ctx := serviceCtx(r)
 	for _, c := range req.Calls {
-		if c.Name == bashTool {
+		if c.Name == workspaces.BashTool {
 			var end func()
-			ctx, end, err = s.startCommand(ctx, wk.id)
+			ctx, end, err = s.svc.StartCommand(ctx, wk)
 			if err != nil {
-				writeProblem(w, r, s.logger, err)
+				s.fail(w, r, err)
 				return
 			}
 			defer end()
@@ -166,7 +164,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
+		results[i] = BatchResult{ID: c.ID, Name: c.Name, Result: s.svc.RunTool(ctx, wk, i+1, c.Name, args, nil)}
 	}
 	if req.Mode == "sequential" {
 		for i := range req.Calls {
