@@ -14,7 +14,8 @@
 //	backends/shared/globwalk  fd-style glob with .gitignore, shared by backends
 //	backends/backendtest  the one conformance suite every backend joins
 //	killtree/          process-group killing with escalation
-//	broker/            the HTTP server (chi)
+//	workspaces/        the workspace service: registry, quotas, admission, calls (no HTTP)
+//	broker/            the HTTP layer (chi) over the workspace service
 //	client/            a Go client implementing opsapi over HTTP
 //	cli/, cmd/broker   the command-line interface, kept thin
 //	internal/testutil  skip-locally, fail-in-CI helpers
