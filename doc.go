@@ -18,7 +18,8 @@
 //	backends/backendtest/overhttp  the same suite through the broker and the client
 //	killtree/          process-group killing with escalation
 //	cgroups/           Linux cgroups: limits, placement before exec, kill, OOM count
-//	broker/            the HTTP server (chi)
+//	workspaces/        the workspace service: registry, quotas, admission, calls (no HTTP)
+//	broker/            the HTTP layer (chi) over the workspace service
 //	wire/              what travels over HTTP: bodies, stream lines, problem, error codes (stdlib + opsapi)
 //	client/            a Go client implementing opsapi over HTTP
 //	cli/, cmd/broker   the command-line interface, kept thin

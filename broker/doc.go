@@ -1,9 +1,12 @@
-// Package broker is the HTTP service: it owns the workspaces of its
-// backends and serves the seven tools and the raw operations over /v1.
+// Package broker is the HTTP layer: it serves the seven tools and the raw
+// operations over /v1 by decoding each request, authenticating it,
+// calling the workspace service (package workspaces) and encoding its
+// answer. It owns no workspace and decides no policy.
 //
 // # Overview
 //
-// New builds a Server over a set of opsapi.Backend values keyed by name.
+// New builds a Server, and the workspaces.Service under it, over a set of
+// opsapi.Backend values keyed by name.
 // Handler returns the chi router with the one middleware stack (request id,
 // request log, metrics, panic recovery), bearer authentication on /v1, and
 // one sub-router per resource: workspaces, tools, and operations. Serve and
@@ -31,22 +34,26 @@
 //
 // # Commands and shutdown
 //
-// Exec calls and bash tool calls are tracked: a client that disconnects
-// cancels its command (the backend kills the whole tree), DELETE of a
-// workspace cancels the workspace's commands before destroying it, and
-// Shutdown cancels all of them and waits. Workspaces outlive the process;
-// backends that implement opsapi.Rediscoverer hand them back at New.
+// Exec calls and bash tool calls are tracked by the service: a client that
+// disconnects cancels its command (the backend kills the whole tree),
+// DELETE of a workspace cancels the workspace's commands before destroying
+// it, and Shutdown cancels all of them and waits. Workspaces outlive the
+// process; backends that implement opsapi.Rediscoverer hand them back at
+// New. /readyz answers 503 while a backend that implements opsapi.Pinger
+// does not answer.
 //
 // # Tenants, policy and audit
 //
 // Every /v1 request is authenticated to a tenant (tenancy.go): its
 // workspaces are the only ones it can reach (another's is a 404 like a
-// missing one), its rate and concurrency limits answer 429, and its
-// policy is asked before every tool call and raw operation, with
-// redaction applied to results and streams (toolpolicy.go). Each
-// workspace is wrapped in a policy.Guard; handlers test abilities on the
-// backend's workspace and call through the Guard. Every request and tool
-// call is one record in the hash-chained audit log (package audit).
+// missing one), its rate and concurrency limits (the service's
+// *workspaces.LimitError) answer 429 with Retry-After, and the service
+// decides its policy before every tool call and raw operation and redacts
+// results and streams. Every request is one record in the hash-chained
+// audit log (package audit), written by a middleware; what the service
+// learns for it (a denial, the workspace, an exit code) arrives through
+// workspaces.Notes (service.go). The service writes each tool call's own
+// record.
 // docs/tenancy.md and docs/policy.md describe the behaviour.
 //
 // # Example

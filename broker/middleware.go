@@ -94,7 +94,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.unauthorized(w, r, "the Authorization header must be \"Bearer <token>\"")
 			return
 		}
-		t := s.reg.Load().Authenticate(strings.TrimSpace(tok))
+		t := s.svc.Tenants().Authenticate(strings.TrimSpace(tok))
 		if t == nil {
 			s.unauthorized(w, r, "invalid bearer token")
 			return

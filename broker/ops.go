@@ -1,13 +1,11 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,21 +17,8 @@ import (
 
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/opsapi"
-	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/wire"
 )
-
-// ability returns wk's workspace behind its policy Guard as T, when the
-// backend's own workspace implements T (the Guard implements every
-// interface, so the test is made on what it wraps).
-func ability[T any](wk *workspace) (T, bool) {
-	var zero T
-	if _, ok := wk.ws.(T); !ok {
-		return zero, false
-	}
-	t, ok := any(wk.guard).(T)
-	return t, ok
-}
 
 // MaxExecTimeout is the largest exec timeout accepted, in seconds: the
 // largest delay a JavaScript timer (pi's host) can express, 2^31-1 ms.
@@ -81,11 +66,6 @@ func pathParam(r *http.Request, op string) (string, error) {
 	return vals[0], nil
 }
 
-// unsupported is the error for an operation the workspace does not serve.
-func unsupported(wk *workspace, op string) error {
-	return fmt.Errorf("workspace %s (%s) does not serve %s: %w", wk.id, wk.backend, op, ErrNotFound)
-}
-
 func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
 	p, err := pathParam(r, "read")
@@ -93,51 +73,28 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "read", Read: []string{p}}) {
-		return
-	}
-	rd, ok := ability[opsapi.ReadOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "read"))
-		return
-	}
-	rc, err := rd.Open(r.Context(), p)
+	rc, redacted, err := s.svc.Open(serviceCtx(r), wk, p)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
 	defer rc.Close()
 	// Fill the first buffer before committing to 200: a failure that shows
 	// only on read (a directory on some backends) is still a problem, and
-	// a file that fits goes out in one write with its Content-Length.
+	// a file that fits goes out in one write with its Content-Length
+	// (unless redaction changed its length).
 	bufp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bufp)
 	buf := *bufp
 	n, err := io.ReadFull(rc, buf)
 	whole := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 	if err != nil && !whole {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if red := s.policyOf(wk.tenant).Redactor(); !red.Empty() {
-		// Redaction changes the length, so the body streams without one.
-		w.WriteHeader(http.StatusOK)
-		sr := policy.NewStreamRedactor(red, w)
-		if _, err := sr.Write(buf[:n]); err != nil || whole {
-			_ = sr.Flush()
-			return
-		}
-		if _, err := io.CopyBuffer(sr, rc, buf); err != nil {
-			s.logger.Warn("file stream broken", "request_id", middleware.GetReqID(r.Context()),
-				"workspace", wk.id, "err", err)
-			panic(http.ErrAbortHandler)
-		}
-		_ = sr.Flush()
-		return
-	}
-	if whole {
+	if whole && !redacted {
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 	}
 	w.WriteHeader(http.StatusOK)
@@ -148,7 +105,7 @@ func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
 		// The status is sent; breaking the stream is the only way to tell
 		// the client that what it got is incomplete.
 		s.logger.Warn("file stream broken", "request_id", middleware.GetReqID(r.Context()),
-			"workspace", wk.id, "err", err)
+			"workspace", wk.ID(), "err", err)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -185,27 +142,13 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "write", Write: []string{p}}) {
-		return
-	}
-	wo, ok := ability[opsapi.WriteOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "write"))
-		return
-	}
-	if mkdirs {
-		if err := wo.Mkdir(r.Context(), path.Dir(opsapi.Resolve(wk.ws.Root(), p))); err != nil {
-			writeProblem(w, r, s.logger, err)
-			return
-		}
-	}
 	body := &uploadBody{r: r.Body}
-	err = wo.WriteFile(r.Context(), p, body)
+	err = s.svc.WriteFile(serviceCtx(r), wk, p, body, mkdirs)
 	if body.overflow != nil {
 		err = fmt.Errorf("upload of %s is larger than %d bytes: %w", p, s.cfg.MaxUploadBytes, body.overflow)
 	}
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -223,11 +166,6 @@ func boolParam(r *http.Request, name, op string) (bool, error) {
 	}
 }
 
-// statter is what every Stat-bearing operations interface shares.
-type statter interface {
-	Stat(ctx context.Context, path string) (opsapi.FileInfo, error)
-}
-
 func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
 	p, err := pathParam(r, "stat")
@@ -235,64 +173,29 @@ func (res opsResource) stat(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "stat", Read: []string{p}}) {
+	var mode opsapi.AccessMode
+	switch a := r.URL.Query().Get("access"); a {
+	case "":
+	case "r":
+		mode = opsapi.AccessRead
+	case "w":
+		mode = opsapi.AccessWrite
+	case "rw":
+		mode = opsapi.AccessRead | opsapi.AccessWrite
+	default:
+		writeProblem(w, r, s.logger, invalid("stat", "", "query parameter \"access\" must be r, w or rw, got %q", a))
 		return
 	}
-	st, ok := ability[statter](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "stat"))
-		return
-	}
-	rd, canRead := ability[opsapi.ReadOperations](wk)
-	if a := r.URL.Query().Get("access"); a != "" {
-		var mode opsapi.AccessMode
-		switch a {
-		case "r":
-			mode = opsapi.AccessRead
-		case "w":
-			mode = opsapi.AccessWrite
-		case "rw":
-			mode = opsapi.AccessRead | opsapi.AccessWrite
-		default:
-			writeProblem(w, r, s.logger, invalid("stat", "", "query parameter \"access\" must be r, w or rw, got %q", a))
-			return
-		}
-		if !canRead {
-			writeProblem(w, r, s.logger, unsupported(wk, "access"))
-			return
-		}
-		if err := rd.Access(r.Context(), p, mode); err != nil {
-			writeProblem(w, r, s.logger, err)
-			return
-		}
-	}
-	fi, err := st.Stat(r.Context(), p)
+	fi, head, err := s.svc.Stat(serviceCtx(r), wk, p, mode)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := wire.StatResponse{FileInfo: fi}
-	if canRead && fi.Type == opsapi.TypeFile && fi.Size > 0 {
-		out.MIME = sniffImage(r.Context(), rd, p)
+	if mt := http.DetectContentType(head); len(head) > 0 && strings.HasPrefix(mt, "image/") {
+		out.MIME = mt
 	}
 	writeJSON(w, r, http.StatusOK, out)
-}
-
-// sniffImage returns the image media type of path's first 512 bytes, or ""
-// when it is not an image or cannot be read.
-func sniffImage(ctx context.Context, rd opsapi.ReadOperations, p string) string {
-	rc, err := rd.Open(ctx, p)
-	if err != nil {
-		return ""
-	}
-	defer rc.Close()
-	head := make([]byte, 512)
-	n, _ := io.ReadFull(rc, head)
-	mt := http.DetectContentType(head[:n])
-	if strings.HasPrefix(mt, "image/") {
-		return mt
-	}
-	return ""
 }
 
 func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
@@ -302,17 +205,9 @@ func (res opsResource) realpath(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "realpath", Read: []string{p}}) {
-		return
-	}
-	rs, ok := ability[opsapi.Resolver](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "realpath"))
-		return
-	}
-	rp, err := rs.RealPath(r.Context(), p)
+	rp, err := s.svc.RealPath(serviceCtx(r), wk, p)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, r, http.StatusOK, wire.RealPathResponse{Path: rp})
@@ -325,23 +220,11 @@ func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "readdir", Read: []string{p}}) {
-		return
-	}
-	ls, ok := ability[opsapi.LsOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "readdir"))
-		return
-	}
-	entries, err := ls.ReadDir(r.Context(), p)
+	entries, err := s.svc.ReadDir(serviceCtx(r), wk, p)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
-	if entries == nil {
-		entries = []opsapi.FileInfo{}
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 	writeJSON(w, r, http.StatusOK, wire.DirList{Entries: entries})
 }
 
@@ -352,16 +235,8 @@ func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	if !s.decide(w, r, wk, policy.Call{Op: "mkdir", Write: []string{p}}) {
-		return
-	}
-	wo, ok := ability[opsapi.WriteOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "mkdir"))
-		return
-	}
-	if err := wo.Mkdir(r.Context(), p); err != nil {
-		writeProblem(w, r, s.logger, err)
+	if err := s.svc.Mkdir(serviceCtx(r), wk, p); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -408,21 +283,10 @@ func (res opsResource) glob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reqAuditFrom(r.Context()).set(func(ev *audit.Event) { ev.Args = &audit.Args{Path: req.Dir} })
-	if !s.decide(w, r, wk, policy.Call{Op: "glob", Read: []string{req.Dir}}) {
-		return
-	}
-	fo, ok := ability[opsapi.FindOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "glob"))
-		return
-	}
-	out, err := fo.Glob(r.Context(), req)
+	out, err := s.svc.Glob(serviceCtx(r), wk, req)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
-	}
-	if out.Paths == nil {
-		out.Paths = []string{}
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -448,25 +312,10 @@ func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reqAuditFrom(r.Context()).set(func(ev *audit.Event) { ev.Args = &audit.Args{Path: req.Path} })
-	if !s.decide(w, r, wk, policy.Call{Op: "search", Read: []string{req.Path}}) {
-		return
-	}
-	gr, ok := ability[opsapi.GrepOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "search"))
-		return
-	}
-	out, err := gr.Search(r.Context(), req)
+	out, err := s.svc.Search(serviceCtx(r), wk, req)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
-	}
-	if out.Lines == nil {
-		out.Lines = []opsapi.SearchLine{}
-	}
-	red := s.policyOf(wk.tenant).Redactor()
-	for i := range out.Lines {
-		out.Lines[i].Text = red.String(out.Lines[i].Text)
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
@@ -520,47 +369,21 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	red := s.policyOf(wk.tenant).Redactor()
-	envNames := policy.EnvNames(req.Env)
-	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
-		ev.Args = &audit.Args{Path: req.Cwd, Command: audit.Truncate(red.String(req.Command), audit.MaxCommand), Env: envNames}
-	})
-	if !s.decide(w, r, wk, policy.Call{Op: "exec", Command: req.Command, HasCommand: true, Timeout: req.Timeout, Env: envNames}) {
-		return
-	}
-	bo, ok := ability[opsapi.BashOperations](wk)
-	if !ok {
-		writeProblem(w, r, s.logger, unsupported(wk, "exec"))
-		return
-	}
 	// The request context ends when the client disconnects, which cancels
 	// the command and so kills its whole tree.
-	ctx, end, err := s.startCommand(r.Context(), wk.id)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
-	defer end()
 	out := &execStream{w: w}
-	// Redacted before it leaves: whole lines at a time, so a secret split
-	// between two reads of the pipe is joined first.
-	sr := policy.NewStreamRedactor(red, out)
-	req.Output = sr
-	result, err := bo.Exec(ctx, req)
-	_ = sr.Flush()
+	req.Output = out
+	result, err := s.svc.Exec(serviceCtx(r), wk, req)
 	if err != nil {
 		if !out.started {
-			writeProblem(w, r, s.logger, err)
+			s.fail(w, r, err)
 			return
 		}
-		_, code := ToHTTP(err)
-		out.last(wire.ExecLine{Type: wire.LineError, Code: code, Detail: err.Error()})
+		_, code := ToHTTP(fromService(err))
+		out.last(wire.ExecLine{Type: "error", Code: code, Detail: err.Error()})
 		return
 	}
-	reqAuditFrom(r.Context()).set(func(ev *audit.Event) {
-		ev.Result = &audit.Result{ExitCode: &result.ExitCode}
-	})
-	out.last(wire.ExecExit{Type: wire.LineExit, ExecResult: result})
+	out.last(wire.ExecExit{Type: "exit", ExecResult: result})
 }
 
 // execStream turns the command's output into NDJSON lines. Headers go out

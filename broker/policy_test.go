@@ -3,11 +3,13 @@ package broker_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -304,8 +306,10 @@ func TestCreateAdmission(t *testing.T) {
 }
 
 // TestGuardForwardsEveryInterface: for every interface opsapi declares,
-// if the backend's workspace implements it, the policy wrapper does too.
-// The list comes from opsapi's source, so a new interface is covered.
+// if the backend's workspace implements it, the policy wrapper decides on
+// it too, or it is an ability with nothing to decide that opsapi.As finds
+// through the wrapper. The list comes from opsapi's source, so a new
+// interface is covered.
 func TestGuardForwardsEveryInterface(t *testing.T) {
 	fset := token.NewFileSet()
 	srcs, err := filepath.Glob(filepath.Join("..", "opsapi", "*.go"))
@@ -368,16 +372,45 @@ func TestGuardForwardsEveryInterface(t *testing.T) {
 			continue
 		}
 		checked++
-		if !has(guard, ms) {
+		if has(guard, ms) {
+			continue
+		}
+		if found, ok := passedThrough[name]; !ok || !found(guard) {
 			t.Errorf("the local workspace implements opsapi.%s but the policy Guard drops it", name)
 		}
 	}
 	if checked < 9 {
 		t.Fatalf("only %d interfaces checked; the source walk is broken", checked)
 	}
+	if _, ok := opsapi.As[opsapi.ReadOperations](policy.NewGuard(readOnly{inner}, nil, nil)); !ok {
+		t.Error("opsapi.As lost an ability both the Guard and its workspace have")
+	}
+	if _, ok := opsapi.As[opsapi.BashOperations](policy.NewGuard(readOnly{inner}, nil, nil)); ok {
+		t.Error("opsapi.As offers an ability the Guard's workspace lacks")
+	}
 	if guard.Unwrap() != inner {
 		t.Fatal("Unwrap lost the workspace")
 	}
+}
+
+// passedThrough are the abilities the Guard does not wrap: nothing to
+// decide. opsapi.As must find them through it.
+var passedThrough = map[string]func(opsapi.Workspace) bool{
+	"Destroyer":      func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.Destroyer](ws); return ok },
+	"ProcessManager": func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.ProcessManager](ws); return ok },
+	"CreationTimer":  func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.CreationTimer](ws); return ok },
+	"DiskMeasurer":   func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.DiskMeasurer](ws); return ok },
+}
+
+// readOnly is a workspace that can only be read.
+type readOnly struct{ ws opsapi.Workspace }
+
+func (r readOnly) Root() string { return r.ws.Root() }
+func (r readOnly) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	return r.ws.(opsapi.ReadOperations).Open(ctx, p)
+}
+func (r readOnly) Access(ctx context.Context, p string, m opsapi.AccessMode) error {
+	return r.ws.(opsapi.ReadOperations).Access(ctx, p, m)
 }
 
 // TestNetworkRuleAtCreate: a policy allowing only network "none" refuses

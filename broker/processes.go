@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
 )
 
@@ -18,29 +17,12 @@ func processRoutes(r chi.Router, res workspacesResource) {
 	r.Delete("/processes", res.killProcesses)
 }
 
-// processManager is the workspace's ProcessManager, or answers 404.
-func (res workspacesResource) processManager(w http.ResponseWriter, r *http.Request) (opsapi.ProcessManager, *workspace, bool) {
-	wk := workspaceFrom(r.Context())
-	pm, ok := ability[opsapi.ProcessManager](wk)
-	if !ok {
-		writeProblem(w, r, res.s.logger, unsupported(wk, "processes"))
-	}
-	return pm, wk, ok
-}
-
 func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) {
 	s := res.s
-	pm, _, ok := res.processManager(w, r)
-	if !ok {
-		return
-	}
-	ps, err := pm.Processes(r.Context())
+	ps, err := s.svc.Processes(serviceCtx(r), workspaceFrom(r.Context()))
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
-	}
-	if ps == nil {
-		ps = []opsapi.Process{}
 	}
 	writeJSON(w, r, http.StatusOK, wire.ProcessList{Processes: ps})
 }
@@ -49,10 +31,6 @@ func (res workspacesResource) processes(w http.ResponseWriter, r *http.Request) 
 // or all of the workspace's when there are none.
 func (res workspacesResource) killProcesses(w http.ResponseWriter, r *http.Request) {
 	s := res.s
-	pm, wk, ok := res.processManager(w, r)
-	if !ok {
-		return
-	}
 	var pids []int
 	for _, v := range r.URL.Query()["pid"] {
 		p, err := strconv.Atoi(v)
@@ -62,11 +40,10 @@ func (res workspacesResource) killProcesses(w http.ResponseWriter, r *http.Reque
 		}
 		pids = append(pids, p)
 	}
-	n, err := pm.KillProcesses(r.Context(), pids)
+	n, err := s.svc.KillProcesses(serviceCtx(r), workspaceFrom(r.Context()), pids)
 	if err != nil {
-		writeProblem(w, r, s.logger, err)
+		s.fail(w, r, err)
 		return
 	}
-	s.logger.Info("processes killed", "workspace", wk.id, "pids", pids, "killed", n)
 	writeJSON(w, r, http.StatusOK, wire.KillResult{Killed: n})
 }

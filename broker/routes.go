@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"context"
 	_ "embed"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,9 +10,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/wsbroker/wsbroker/opsapi"
-	"github.com/wsbroker/wsbroker/policy"
-	"github.com/wsbroker/wsbroker/tools"
 	"github.com/wsbroker/wsbroker/wire"
 )
 
@@ -70,24 +65,12 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// readinessChecker is an optional ability of a backend: report whether it
-// can serve now (e.g. the container engine answers).
-type readinessChecker interface {
-	Ready(ctx context.Context) error
-}
-
+// readyz answers 503 while shutting down or while a backend that can be
+// pinged (a container engine, an ssh host) does not answer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.isStopping() {
-		writeProblem(w, r, s.logger, errShuttingDown)
+	if err := s.svc.Ready(r.Context()); err != nil {
+		writeProblem(w, r, s.logger, err)
 		return
-	}
-	for name, b := range s.backends {
-		if rc, ok := b.(readinessChecker); ok {
-			if err := rc.Ready(r.Context()); err != nil {
-				writeProblem(w, r, s.logger, opsapi.E("readyz", "", opsapi.ErrUnavailable, fmt.Errorf("backend %s is not ready: %w", name, err)))
-				return
-			}
-		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, "ready\n")
@@ -101,14 +84,7 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 // listTools declares the tools the caller's policy allows: a model is not
 // offered a tool every call of which would be blocked.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
-	pol := s.policyOf(tenantFrom(r.Context()).Name)
-	defs := []tools.Definition{}
-	for _, d := range tools.Definitions() {
-		if pol.Decide(policy.Call{Tool: d.Name}).Allowed {
-			defs = append(defs, d)
-		}
-	}
-	writeJSON(w, r, http.StatusOK, wire.ToolList{Tools: defs})
+	writeJSON(w, r, http.StatusOK, wire.ToolList{Tools: s.svc.Tools(tenantFrom(r.Context()))})
 }
 
 // writeJSON answers v as JSON with status.

@@ -12,13 +12,11 @@ import (
 
 	"github.com/wsbroker/wsbroker/tools"
 	"github.com/wsbroker/wsbroker/wire"
+	"github.com/wsbroker/wsbroker/workspaces"
 )
 
 // ndjson is the media type of the streaming responses.
 const ndjson = "application/x-ndjson"
-
-// bashTool is the tool whose calls count as running commands.
-const bashTool = "bash"
 
 // toolsResource serves /v1/workspaces/{id}/tools.
 type toolsResource struct{ s *Server }
@@ -41,8 +39,8 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	s := res.s
 	wk := workspaceFrom(r.Context())
 	name := chi.URLParam(r, "name")
-	if _, ok := wk.toolbox.Tool(name); !ok {
-		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.id, ErrNotFound))
+	if !wk.HasTool(name) {
+		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.ID(), ErrNotFound))
 		return
 	}
 	args, err := s.readBody(w, r)
@@ -53,18 +51,18 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	ctx := r.Context()
-	if name == bashTool {
+	ctx := serviceCtx(r)
+	if name == workspaces.BashTool {
 		var end func()
-		ctx, end, err = s.startCommand(ctx, wk.id)
+		ctx, end, err = s.svc.StartCommand(ctx, wk)
 		if err != nil {
-			writeProblem(w, r, s.logger, err)
+			s.fail(w, r, err)
 			return
 		}
 		defer end()
 	}
 	if !acceptsNDJSON(r) {
-		writeJSON(w, r, http.StatusOK, s.runTool(ctx, r, wk, 1, name, args, nil))
+		writeJSON(w, r, http.StatusOK, s.svc.RunTool(ctx, wk, 1, name, args, nil))
 		return
 	}
 	// Streaming: updates go out as they come, each line flushed.
@@ -72,8 +70,8 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	lw := newLineWriter(w)
-	result := s.runTool(ctx, r, wk, 1, name, args, func(u tools.Result) {
-		lw.write(wire.StreamLine{Type: wire.LineUpdate, Result: u})
+	result := s.svc.RunTool(ctx, wk, 1, name, args, func(u tools.Result) {
+		lw.write(wire.StreamLine{Type: "update", Result: u})
 	})
 	lw.last(wire.StreamLine{Type: wire.LineResult, Result: result})
 }
@@ -115,13 +113,13 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, badRequest("field \"calls\": %d calls, at most %d allowed", len(req.Calls), s.cfg.MaxBatchCalls))
 		return
 	}
-	ctx := r.Context()
+	ctx := serviceCtx(r)
 	for _, c := range req.Calls {
-		if c.Name == bashTool {
+		if c.Name == workspaces.BashTool {
 			var end func()
-			ctx, end, err = s.startCommand(ctx, wk.id)
+			ctx, end, err = s.svc.StartCommand(ctx, wk)
 			if err != nil {
-				writeProblem(w, r, s.logger, err)
+				s.fail(w, r, err)
 				return
 			}
 			defer end()
@@ -135,7 +133,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: s.runTool(ctx, r, wk, i+1, c.Name, args, nil)}
+		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: s.svc.RunTool(ctx, wk, i+1, c.Name, args, nil)}
 	}
 	if req.Mode == wire.Sequential {
 		for i := range req.Calls {

@@ -26,10 +26,3 @@ type Backend interface {
 	// Close releases the backend's own resources; workspaces stay.
 	Close() error
 }
-
-// Rediscoverer is an optional ability of a Backend: after a broker restart
-// it finds the workspaces that still exist, keyed by ID, so that none is
-// lost or leaked.
-type Rediscoverer interface {
-	List(ctx context.Context) (map[string]Workspace, error)
-}

@@ -1,7 +1,6 @@
 package opsapi
 
 import (
-	"context"
 	"path"
 	"strings"
 )
@@ -20,11 +19,4 @@ func Resolve(cwd, p string) string {
 func Within(root, p string) bool {
 	root, p = path.Clean(root), path.Clean(p)
 	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
-}
-
-// Destroyer is an optional ability of a workspace: remove the sandbox, its
-// data and every process still running in it. Destroying twice is not an
-// error.
-type Destroyer interface {
-	Destroy(ctx context.Context) error
 }

@@ -5,17 +5,22 @@ import (
 	"errors"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// Guard wraps a backend workspace and asks the policy before every
-// operation reaches it. It implements every opsapi interface; an ability
-// the wrapped workspace lacks answers ErrUnavailable, and Unwrap gives
-// the broker the inner workspace to test abilities on. Tool rules are not
-// checked here (a tool uses Stat, Open... under the hood); the broker
-// checks them once per call. Path, command, timeout and env rules are.
+// Guard wraps a backend workspace and is where the policy is decided:
+// Admit decides a whole call before it runs (a tool call: its tool rule
+// and what its arguments touch; a raw operation: the tools it needs), and
+// every operation that reaches the workspace through the Guard decides
+// what it really touches (a path a tool resolved, a link's target, the
+// entries of a listing). A path the call's admission already decided is
+// not decided again. Abilities with nothing to decide (Destroyer,
+// ProcessManager) are not wrapped: opsapi.As finds them through Unwrap.
+// The Guard implements every operations interface; one the wrapped
+// workspace lacks answers ErrUnavailable, and opsapi.As does not offer it.
 type Guard struct {
 	inner  opsapi.Workspace
 	policy func() *Policy
@@ -23,13 +28,14 @@ type Guard struct {
 	onDeny func(ctx context.Context, op string, d Decision)
 }
 
-// Every interface the wrapper forwards. The broker's test walks opsapi's
-// source and fails when one is added here and not forwarded.
+// Every interface the wrapper decides on. The broker's test walks opsapi's
+// source and fails when one is added and neither decided on here nor
+// passed through.
 var (
 	_ opsapi.Operations     = (*Guard)(nil)
 	_ opsapi.EditOperations = (*Guard)(nil)
 	_ opsapi.Resolver       = (*Guard)(nil)
-	_ opsapi.Destroyer      = (*Guard)(nil)
+	_ opsapi.Unwrapper      = (*Guard)(nil)
 )
 
 // NewGuard wraps ws; current returns the policy in force at each call (so
@@ -48,7 +54,87 @@ func (g *Guard) Unwrap() opsapi.Workspace { return g.inner }
 // Root is the inner workspace's root.
 func (g *Guard) Root() string { return g.inner.Root() }
 
+// Admit decides a call before it runs: a tool call (Tool set) or a raw
+// operation (Op set), with the paths, command, timeout and env it gives.
+// A denial is heard by onDeny and returned as ErrDenied named for the
+// operation (or tool) and the call's first path. The returned context
+// carries the admission: operations run with it do not decide the same
+// path or command again.
+func (g *Guard) Admit(ctx context.Context, c Call) (context.Context, Decision, error) {
+	op := c.Op
+	if op == "" {
+		op = c.Tool
+	}
+	p := ""
+	if len(c.Read) > 0 {
+		p = c.Read[0]
+	} else if len(c.Write) > 0 {
+		p = c.Write[0]
+	}
+	d, err := g.decide(ctx, op, p, c)
+	if err != nil {
+		return ctx, d, err
+	}
+	return context.WithValue(ctx, admittedKey{}, admitted{guard: g, call: c, d: d}), d, nil
+}
+
+// admittedKey carries an admitted call through the operations it makes.
+type admittedKey struct{}
+
+type admitted struct {
+	guard *Guard
+	call  Call
+	d     Decision
+}
+
+// covers reports whether the admitted call already decided c: every path
+// of c (resolved against the root) and its command, timeout and env.
+func (a admitted) covers(root string, c Call) bool {
+	in := func(ps, decided []string) bool {
+		for _, p := range ps {
+			found := false
+			for _, q := range decided {
+				if resolve(cmpRoot(root), p) == resolve(cmpRoot(root), q) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}
+	if !in(c.Read, a.call.Read) || !in(c.Write, a.call.Write) {
+		return false
+	}
+	if c.HasCommand && (a.call.Command != c.Command || a.call.Timeout != c.Timeout ||
+		!subset(c.Env, a.call.Env) || !(a.call.HasCommand || a.call.Tool == "bash")) {
+		return false
+	}
+	return !c.HasNetwork
+}
+
+func subset(names, of []string) bool {
+	for _, n := range names {
+		if !slices.Contains(of, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// check decides an operation's own call, unless the call's admission
+// already decided it.
 func (g *Guard) check(ctx context.Context, op, p string, c Call) (Decision, error) {
+	if a, ok := ctx.Value(admittedKey{}).(admitted); ok && a.guard == g && a.covers(g.inner.Root(), c) {
+		return a.d, nil
+	}
+	return g.decide(ctx, op, p, c)
+}
+
+// decide is the one place a workspace's calls meet the policy.
+func (g *Guard) decide(ctx context.Context, op, p string, c Call) (Decision, error) {
 	c.Root = g.inner.Root()
 	d := g.policy().Decide(c)
 	if d.Allowed {
@@ -287,32 +373,4 @@ func (g *Guard) RealPath(ctx context.Context, p string) (string, error) {
 		return "", err
 	}
 	return rs.RealPath(ctx, p)
-}
-
-// Destroy passes through: removing a workspace is the tenant's right.
-func (g *Guard) Destroy(ctx context.Context) error {
-	if d, ok := g.inner.(opsapi.Destroyer); ok {
-		return d.Destroy(ctx)
-	}
-	return nil
-}
-
-// Processes passes through: listing what the workspace's own commands left
-// running reveals nothing the tenant could not see with bash.
-func (g *Guard) Processes(ctx context.Context) ([]opsapi.Process, error) {
-	pm, ok := g.inner.(opsapi.ProcessManager)
-	if !ok {
-		return nil, unavailable("processes", "")
-	}
-	return pm.Processes(ctx)
-}
-
-// KillProcesses passes through: ending the workspace's own processes only
-// ever takes power away from the tenant's commands.
-func (g *Guard) KillProcesses(ctx context.Context, pids []int) (int, error) {
-	pm, ok := g.inner.(opsapi.ProcessManager)
-	if !ok {
-		return 0, unavailable("processes", "")
-	}
-	return pm.KillProcesses(ctx, pids)
 }

@@ -61,7 +61,7 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 	if opts.Cwd != "" {
 		cwd = opsapi.Resolve(root, opts.Cwd)
 	}
-	resolver, _ := ws.(opsapi.Resolver)
+	resolver, _ := opsapi.As[opsapi.Resolver](ws)
 	env := &toolEnv{
 		root:   root,
 		cwd:    cwd,
@@ -76,25 +76,25 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 		tb.order = append(tb.order, name)
 	}
 	// pi's order: read, bash, edit, write, grep, find, ls.
-	if ops, ok := ws.(opsapi.ReadOperations); ok {
+	if ops, ok := opsapi.As[opsapi.ReadOperations](ws); ok {
 		add("read", newReadTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.BashOperations); ok {
+	if ops, ok := opsapi.As[opsapi.BashOperations](ws); ok {
 		add("bash", newBashTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.EditOperations); ok {
+	if ops, ok := opsapi.As[opsapi.EditOperations](ws); ok {
 		add("edit", newEditTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.WriteOperations); ok {
+	if ops, ok := opsapi.As[opsapi.WriteOperations](ws); ok {
 		add("write", newWriteTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.GrepOperations); ok {
+	if ops, ok := opsapi.As[opsapi.GrepOperations](ws); ok {
 		add("grep", newGrepTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.FindOperations); ok {
+	if ops, ok := opsapi.As[opsapi.FindOperations](ws); ok {
 		add("find", newFindTool(ops, env))
 	}
-	if ops, ok := ws.(opsapi.LsOperations); ok {
+	if ops, ok := opsapi.As[opsapi.LsOperations](ws); ok {
 		add("ls", newLsTool(ops, env))
 	}
 	return tb
@@ -118,36 +118,74 @@ func (tb *Toolbox) Definitions() []Definition {
 // Call runs one tool call as pi's agent loop does: an unknown tool, invalid
 // arguments, a returned error and even a panic all become isError results,
 // never Go errors.
-func (tb *Toolbox) Call(ctx context.Context, name string, args json.RawMessage, onUpdate UpdateFunc) (res Result) {
-	t, ok := tb.tools[name]
+func (tb *Toolbox) Call(ctx context.Context, name string, args json.RawMessage, onUpdate UpdateFunc) Result {
+	c, res, ok := tb.Prepare(name, args)
 	if !ok {
-		return ErrorResult(fmt.Sprintf("Tool %s not found", name))
+		return res
+	}
+	return c.Run(ctx, onUpdate)
+}
+
+// Prepared is a tool call whose arguments passed the compatibility shim
+// and schema validation: what it touches is known (Access) before it runs.
+type Prepared struct {
+	tb   *Toolbox
+	name string
+	tool Tool
+	args json.RawMessage // validated
+}
+
+// Prepare finds the tool and validates args as pi's agent loop does. When
+// it cannot (an unknown tool, invalid arguments, a panic in the shim) it
+// returns the isError result pi shows and false.
+func (tb *Toolbox) Prepare(name string, args json.RawMessage) (c *Prepared, res Result, ok bool) {
+	t, found := tb.tools[name]
+	if !found {
+		return nil, ErrorResult(fmt.Sprintf("Tool %s not found", name)), false
 	}
 	log := tb.env.logger.With("tool", name)
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("tool panicked", "panic", r, "stack", string(debug.Stack()))
-			res = ErrorResult(fmt.Sprintf("Tool %s failed: internal error: %v", name, r))
+			c, res, ok = nil, ErrorResult(fmt.Sprintf("Tool %s failed: internal error: %v", name, r)), false
 		}
 	}()
-
 	value, order := decodeArgs(args)
-	if p, ok := t.(Preparer); ok {
+	if p, isPreparer := t.(Preparer); isPreparer {
 		value = p.PrepareArguments(value)
 	}
-	def := t.Definition()
-	validated, err := validateArguments(name, def.Parameters, value, order)
+	validated, err := validateArguments(name, t.Definition().Parameters, value, order)
 	if err != nil {
 		log.Debug("invalid arguments", "err", err)
-		return ErrorResult(err.Error())
+		return nil, ErrorResult(err.Error()), false
 	}
 	raw, err := json.Marshal(validated)
 	if err != nil { // cannot happen for values decoded from JSON
-		return ErrorResult(err.Error())
+		return nil, ErrorResult(err.Error()), false
 	}
+	return &Prepared{tb: tb, name: name, tool: t, args: raw}, Result{}, true
+}
 
+// Access is what the call reads, writes or runs.
+func (c *Prepared) Access() Access {
+	if d, ok := c.tool.(Describer); ok {
+		return d.Access(c.args)
+	}
+	return Access{}
+}
+
+// Run executes the call; a returned error or a panic becomes an isError
+// result.
+func (c *Prepared) Run(ctx context.Context, onUpdate UpdateFunc) (res Result) {
+	log := c.tb.env.logger.With("tool", c.name)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("tool panicked", "panic", r, "stack", string(debug.Stack()))
+			res = ErrorResult(fmt.Sprintf("Tool %s failed: internal error: %v", c.name, r))
+		}
+	}()
 	up := guardUpdates(onUpdate)
-	res, err = t.Execute(ctx, raw, up.send)
+	res, err := c.tool.Execute(ctx, c.args, up.send)
 	up.close()
 	if err != nil {
 		log.Debug("tool failed", "err", err)

@@ -1,0 +1,34 @@
+package local
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// DiskUsage walks the workspace directory and adds up its regular files'
+// sizes; entries that vanish or cannot be read are skipped. ctx ending
+// stops the walk with ErrCanceled or ErrTimeout.
+func (w *Workspace) DiskUsage(ctx context.Context) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(w.root, func(_ string, e fs.DirEntry, err error) error {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err != nil {
+			return nil
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, opsapi.E("local.DiskUsage", w.root, nil, err)
+	}
+	return total, nil
+}
+
+var _ opsapi.DiskMeasurer = (*Workspace)(nil)

@@ -1,0 +1,115 @@
+package opsapi
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// The optional abilities of a Workspace or a Backend. A caller finds one
+// with As, never with a bare type assertion, so that a wrapper (the
+// policy Guard) neither hides an ability its workspace has nor claims one
+// it lacks.
+
+// Unwrapper is implemented by a Workspace that wraps another, such as the
+// policy Guard. As looks through it.
+type Unwrapper interface {
+	// Unwrap returns the wrapped workspace.
+	Unwrap() Workspace
+}
+
+// As returns ws as T when ws has the ability. A wrapper counts only when
+// everything it wraps has T too (a wrapper implements every interface it
+// might forward); an ability the wrapper does not implement is looked for
+// in what it wraps, which then serves it unfiltered. That suits the
+// abilities a wrapper passes through anyway (Destroyer, ProcessManager,
+// CreationTimer, DiskMeasurer).
+func As[T any](ws Workspace) (T, bool) {
+	var zero T
+	for ws != nil {
+		t, has := ws.(T)
+		u, wraps := ws.(Unwrapper)
+		if !wraps {
+			return t, has
+		}
+		if has {
+			if _, inner := As[T](u.Unwrap()); inner {
+				return t, true
+			}
+			return zero, false
+		}
+		ws = u.Unwrap()
+	}
+	return zero, false
+}
+
+// Destroyer is an optional ability of a workspace: remove the sandbox, its
+// data and every process still running in it. Destroying twice is not an
+// error; an engine or host that cannot be reached is ErrUnavailable.
+type Destroyer interface {
+	Destroy(ctx context.Context) error
+}
+
+// ProcessManager is an optional ability of a Workspace: list and kill the
+// processes its commands started and left running. Deleting the workspace
+// kills them too; this is for doing it earlier.
+type ProcessManager interface {
+	// Processes lists every live process that belongs to the workspace,
+	// including those of commands still running. A sandbox that cannot be
+	// reached is ErrUnavailable.
+	Processes(ctx context.Context) ([]Process, error)
+	// KillProcesses ends the given processes (SIGTERM, a grace, SIGKILL),
+	// or every process of the workspace when pids is empty, and returns
+	// how many it killed. A pid that does not belong to the workspace is
+	// ErrNotExist and nothing is killed.
+	KillProcesses(ctx context.Context, pids []int) (int, error)
+}
+
+// CreationTimer is an optional ability of a Workspace: when it was made,
+// so that a workspace rediscovered after a restart keeps its creation
+// time. It cannot fail.
+type CreationTimer interface {
+	CreatedAt() time.Time
+}
+
+// DiskMeasurer is an optional ability of a Workspace whose files the
+// broker can measure (the local backend's host directory), for a tenant's
+// disk quota. A workspace without it is not counted.
+type DiskMeasurer interface {
+	// DiskUsage returns the bytes its regular files hold. Files that
+	// vanish or cannot be read while it walks are skipped, not errors;
+	// ctx ending is ErrCanceled or ErrTimeout.
+	DiskUsage(ctx context.Context) (int64, error)
+}
+
+// Rediscoverer is an optional ability of a Backend: after a broker restart
+// it finds the workspaces that still exist, keyed by ID, so that none is
+// lost or leaked. An engine or host that cannot be reached is
+// ErrUnavailable.
+type Rediscoverer interface {
+	List(ctx context.Context) (map[string]Workspace, error)
+}
+
+// Pinger is an optional ability of a Backend: whether what it depends on
+// (a container engine, a remote host) answers now, for the broker's
+// readiness. A backend without it is always ready.
+type Pinger interface {
+	// Ping returns nil when the backend can serve, ErrUnavailable
+	// (wrapping the cause) when it cannot, ErrTimeout or ErrCanceled when
+	// ctx ends first.
+	Ping(ctx context.Context) error
+}
+
+// NetworkChooser is an optional ability of a Backend whose workspaces each
+// get a network chosen at creation (docker). A backend without it runs
+// commands on its host's network, which admission calls "host".
+type NetworkChooser interface {
+	// Network returns the network mode that a create's options name, or ""
+	// when they name none (the backend's default then applies). Options
+	// that do not parse name none: Create reports them as ErrInvalid.
+	Network(options json.RawMessage) string
+	// WithNetwork returns options with the network mode set to network,
+	// every other field kept. Options that are not a JSON object are
+	// ErrInvalid.
+	WithNetwork(options json.RawMessage, network string) (json.RawMessage, error)
+}

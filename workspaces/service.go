@@ -1,0 +1,334 @@
+package workspaces
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// rediscoverTimeout bounds the backends' List calls in New.
+const rediscoverTimeout = 30 * time.Second
+
+// ErrNotFound is an unknown workspace (or another tenant's, which is
+// answered the same), or an operation the workspace's backend does not
+// serve.
+var ErrNotFound = errors.New("not found")
+
+// Config configures a Service.
+type Config struct {
+	// Backends are the backends by registry name; the caller owns them and
+	// closes them after Shutdown.
+	Backends map[string]opsapi.Backend
+	// DefaultBackend is the backend of a create that names none.
+	DefaultBackend string
+	// Tenants is the tenant registry in force; SetTenants swaps it.
+	Tenants *tenant.Registry
+	// Audit receives one record per tool call; nil records nothing.
+	Audit *audit.Log
+	// OwnersFile keeps which tenant owns each workspace across restarts;
+	// empty keeps it in memory only.
+	OwnersFile string
+	// Observer hears counts for metrics; nil hears nothing.
+	Observer Observer
+}
+
+// Service owns the workspaces of a set of backends and runs every call
+// into them.
+type Service struct {
+	cfg      Config
+	logger   *slog.Logger
+	backends map[string]opsapi.Backend
+	reg      atomic.Pointer[tenant.Registry]
+	limits   sync.Map // tenant name -> *tenantLimits
+	owners   *ownerStore
+	disk     diskCache
+	obs      Observer
+
+	mu         sync.RWMutex
+	workspaces map[string]*Workspace
+	creating   map[string]int // tenant -> creates in progress, for the quota
+
+	calls    callSet
+	stopping chan struct{} // closed when Shutdown begins
+	stopOnce sync.Once
+}
+
+// Workspace is one live workspace: the backend's, wrapped in its tenant's
+// policy Guard, with its tools.
+type Workspace struct {
+	id        string
+	backend   string
+	tenant    string
+	ws        opsapi.Workspace // the backend's workspace
+	guard     *policy.Guard    // the same, behind the tenant's policy: call through it
+	toolbox   *tools.Toolbox
+	createdAt time.Time
+}
+
+// Info describes a workspace.
+type Info struct {
+	ID        string
+	Backend   string
+	Root      string
+	CreatedAt time.Time
+}
+
+// ID is the workspace's id.
+func (w *Workspace) ID() string { return w.id }
+
+// Backend is the registry name of the workspace's backend.
+func (w *Workspace) Backend() string { return w.backend }
+
+// Tenant is the name of the tenant that owns the workspace.
+func (w *Workspace) Tenant() string { return w.tenant }
+
+// Info describes the workspace; CreatedAt is in UTC.
+func (w *Workspace) Info() Info {
+	return Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC()}
+}
+
+// HasTool reports whether the workspace serves the named tool.
+func (w *Workspace) HasTool(name string) bool {
+	_, ok := w.toolbox.Tool(name)
+	return ok
+}
+
+// New builds a Service and adopts the workspaces that backends
+// implementing opsapi.Rediscoverer still hold.
+func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("broker: no backend configured")
+	}
+	if _, ok := cfg.Backends[cfg.DefaultBackend]; !ok {
+		return nil, fmt.Errorf("broker: default backend %q is not configured", cfg.DefaultBackend)
+	}
+	if cfg.Tenants == nil {
+		return nil, errors.New("broker: no tenant registry")
+	}
+	s := &Service{
+		cfg:        cfg,
+		logger:     logger,
+		backends:   cfg.Backends,
+		obs:        cfg.Observer,
+		workspaces: map[string]*Workspace{},
+		creating:   map[string]int{},
+		stopping:   make(chan struct{}),
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	s.SetTenants(cfg.Tenants)
+	owners, err := loadOwners(cfg.OwnersFile)
+	if err != nil {
+		return nil, err
+	}
+	s.owners = owners
+	for name := range cfg.Backends {
+		s.obs.WorkspacesChanged(name, 0)
+	}
+	if err := s.rediscover(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetTenants swaps in a new tenant registry: a rotated token works and a
+// removed one stops at the next call, without a restart. Workspaces of a
+// tenant that is gone stay, unreachable until it comes back.
+func (s *Service) SetTenants(reg *tenant.Registry) {
+	s.reg.Store(reg)
+	for _, t := range reg.Tenants() {
+		s.limitsFor(t) // apply changed rates to the existing limiters
+	}
+}
+
+// Tenants returns the registry in force.
+func (s *Service) Tenants() *tenant.Registry { return s.reg.Load() }
+
+// policyOf returns the current policy of the tenant called name; a tenant
+// that was removed by a reload gets a policy that denies everything.
+func (s *Service) policyOf(name string) *policy.Policy {
+	if t := s.reg.Load().Lookup(name); t != nil {
+		return t.Policy
+	}
+	return denyAll
+}
+
+var denyAll = func() *policy.Policy {
+	p := &policy.Policy{Name: "tenant-removed", Tools: policy.Rule{Deny: []string{"*"}},
+		Paths:    policy.PathRules{Read: policy.Rule{Deny: []string{"**", "/**"}}, Write: policy.Rule{Deny: []string{"**", "/**"}}},
+		Commands: policy.Rule{Deny: []string{"."}}}
+	if err := p.Compile(); err != nil { // compiled now: Decide is then safe from many goroutines
+		panic(err)
+	}
+	return p
+}()
+
+// rediscover adopts the workspaces that survived a restart.
+func (s *Service) rediscover() error {
+	ctx, cancel := context.WithTimeout(context.Background(), rediscoverTimeout)
+	defer cancel()
+	names := make([]string, 0, len(s.backends))
+	for name := range s.backends {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rd, ok := s.backends[name].(opsapi.Rediscoverer)
+		if !ok {
+			continue
+		}
+		found, err := rd.List(ctx)
+		if err != nil {
+			return fmt.Errorf("broker: rediscovering %s workspaces: %w", name, err)
+		}
+		for id, ws := range found {
+			created := time.Now()
+			if c, ok := opsapi.As[opsapi.CreationTimer](ws); ok {
+				created = c.CreatedAt()
+			}
+			owner, ok := s.owners.get(id)
+			if !ok {
+				owner = s.reg.Load().First().Name
+			}
+			s.add(id, name, owner, ws, created)
+			s.logger.Info("workspace rediscovered", "workspace", id, "backend", name, "root", ws.Root())
+		}
+	}
+	return nil
+}
+
+func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created time.Time) *Workspace {
+	guard := policy.NewGuard(ws, func() *policy.Policy { return s.policyOf(owner) },
+		func(ctx context.Context, op string, d policy.Decision) {
+			s.logger.Info("policy denied an operation", "workspace", id, "tenant", owner, "op", op, "rule", d.Rule,
+				"request_id", requestFrom(ctx).ID)
+			notesFrom(ctx).Deny(d.Rule, d.Reason)
+		})
+	w := &Workspace{
+		id:        id,
+		backend:   backend,
+		tenant:    owner,
+		ws:        ws,
+		guard:     guard,
+		createdAt: created,
+		toolbox:   tools.New(guard, tools.Options{Logger: s.logger.With("workspace", id, "backend", backend, "tenant", owner)}),
+	}
+	s.mu.Lock()
+	s.workspaces[id] = w
+	s.mu.Unlock()
+	s.obs.WorkspacesChanged(backend, 1)
+	return w
+}
+
+// Lookup finds workspace id for tenant t. Another tenant's workspace is
+// the same ErrNotFound as a missing one, word for word; the caller's
+// Notes hear which of the two it was, and the log.
+func (s *Service) Lookup(ctx context.Context, t *tenant.Tenant, id string) (*Workspace, error) {
+	s.mu.RLock()
+	w, ok := s.workspaces[id]
+	s.mu.RUnlock()
+	if !ok || t == nil || w.tenant != t.Name {
+		if ok {
+			notes := notesFrom(ctx)
+			notes.Deny("tenant", "workspace belongs to another tenant")
+			notes.Workspace(id)
+			name := ""
+			if t != nil {
+				name = t.Name
+			}
+			s.logger.Warn("request for another tenant's workspace", "workspace", id,
+				"tenant", name, "request_id", requestFrom(ctx).ID)
+		}
+		return nil, fmt.Errorf("workspace %q: %w", id, ErrNotFound)
+	}
+	notesFrom(ctx).Workspace(id)
+	return w, nil
+}
+
+// remove forgets a workspace; it reports false when it was already gone.
+func (s *Service) remove(id string) (*Workspace, bool) {
+	s.mu.Lock()
+	w, ok := s.workspaces[id]
+	delete(s.workspaces, id)
+	s.mu.Unlock()
+	if ok {
+		s.obs.WorkspacesChanged(w.backend, -1)
+	}
+	return w, ok
+}
+
+func (s *Service) readd(w *Workspace) {
+	s.mu.Lock()
+	s.workspaces[w.id] = w
+	s.mu.Unlock()
+	s.obs.WorkspacesChanged(w.backend, 1)
+}
+
+// List describes the tenant's workspaces, oldest first.
+func (s *Service) List(tenantName string) []Info {
+	s.mu.RLock()
+	out := make([]Info, 0, len(s.workspaces))
+	for _, w := range s.workspaces {
+		if w.tenant == tenantName {
+			out = append(out, w.Info())
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Ready returns nil when the service is not shutting down and every
+// backend that can be pinged (opsapi.Pinger) answers; otherwise
+// ErrUnavailable naming the backend.
+func (s *Service) Ready(ctx context.Context) error {
+	if s.isStopping() {
+		return errShuttingDown
+	}
+	names := make([]string, 0, len(s.backends))
+	for name := range s.backends {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if p, ok := s.backends[name].(opsapi.Pinger); ok {
+			if err := p.Ping(ctx); err != nil {
+				return opsapi.E("readyz", "", opsapi.ErrUnavailable, fmt.Errorf("backend %s is not ready: %w", name, err))
+			}
+		}
+	}
+	return nil
+}
+
+// Tools declares the tools the tenant's policy allows: a model is not
+// offered a tool every call of which would be blocked.
+func (s *Service) Tools(t *tenant.Tenant) []tools.Definition {
+	pol := s.policyOf(t.Name)
+	defs := []tools.Definition{}
+	for _, d := range tools.Definitions() {
+		if pol.Decide(policy.Call{Tool: d.Name}).Allowed {
+			defs = append(defs, d)
+		}
+	}
+	return defs
+}

@@ -1,0 +1,149 @@
+package workspaces_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/workspaces"
+)
+
+// unanswering is a backend whose engine does not answer.
+type unanswering struct{ opsapi.Backend }
+
+func (unanswering) Ping(context.Context) error {
+	return opsapi.E("fake.Ping", "", opsapi.ErrUnavailable, errors.New("nobody answers"))
+}
+
+// notes collects what the service tells a request's record.
+type notes struct {
+	mu               sync.Mutex
+	rule, reason, ws string
+	exit             *int
+}
+
+func (n *notes) Deny(rule, reason string) {
+	n.mu.Lock()
+	n.rule, n.reason = rule, reason
+	n.mu.Unlock()
+}
+func (n *notes) Workspace(id string)           { n.mu.Lock(); n.ws = id; n.mu.Unlock() }
+func (n *notes) Args(string, string, []string) {}
+func (n *notes) ExitCode(c int)                { n.mu.Lock(); n.exit = &c; n.mu.Unlock() }
+
+func newService(t *testing.T, alice tenant.Config, pol *policy.Policy, extra map[string]opsapi.Backend) *workspaces.Service {
+	t.Helper()
+	b, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	alice.Name, alice.TokenHashes = "alice", []string{tenant.HashToken("alice-token")}
+	at, err := tenant.New(alice, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, _ := tenant.New(tenant.Config{Name: "bob", TokenHashes: []string{tenant.HashToken("bob-token")}}, nil)
+	reg, err := tenant.NewRegistry(at, bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]opsapi.Backend{"local": b}
+	for k, v := range extra {
+		backends[k] = v
+	}
+	svc, err := workspaces.New(workspaces.Config{Backends: backends, DefaultBackend: "local", Tenants: reg}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	return svc
+}
+
+// TestReadyNamesTheBackendThatDoesNotAnswer: readiness is every
+// pingable backend answering.
+func TestReadyNamesTheBackendThatDoesNotAnswer(t *testing.T) {
+	svc := newService(t, tenant.Config{}, nil, nil)
+	if err := svc.Ready(t.Context()); err != nil {
+		t.Fatalf("Ready with local only: %v", err)
+	}
+	svc = newService(t, tenant.Config{}, nil, map[string]opsapi.Backend{"engine": unanswering{}})
+	err := svc.Ready(t.Context())
+	if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "backend engine is not ready") {
+		t.Fatalf("Ready: %v", err)
+	}
+}
+
+// TestConcurrencyLimit: past its concurrent calls a tenant gets a
+// *LimitError carrying the wait; leaving frees the slot.
+func TestConcurrencyLimit(t *testing.T) {
+	svc := newService(t, tenant.Config{Quotas: tenant.Quotas{ConcurrentCalls: 1}}, nil, nil)
+	alice := svc.Tenants().Lookup("alice")
+	leave, err := svc.Enter(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *workspaces.LimitError
+	if _, err := svc.Enter(alice); !errors.As(err, &le) || le.Rule != "concurrency" || le.RetryAfter <= 0 {
+		t.Fatalf("second call: %v", err)
+	}
+	leave()
+	if leave, err = svc.Enter(alice); err != nil {
+		t.Fatalf("after leaving: %v", err)
+	}
+	leave()
+}
+
+// TestServiceWithoutHTTP: create, a denied raw operation, a tool call and
+// another tenant's lookup, with what the request's record hears.
+func TestServiceWithoutHTTP(t *testing.T) {
+	pol, err := policy.Parse([]byte("paths:\n  read:\n    deny: [\"secret/**\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, tenant.Config{}, pol, nil)
+	alice, bob := svc.Tenants().Lookup("alice"), svc.Tenants().Lookup("bob")
+	n := &notes{}
+	ctx := workspaces.WithRequest(t.Context(), workspaces.Request{ID: "r1", Notes: n})
+	info, err := svc.Create(ctx, alice, "", nil)
+	if err != nil || info.Backend != "local" || n.ws != info.ID {
+		t.Fatalf("Create: %+v %v (notes %+v)", info, err, n)
+	}
+	w, err := svc.Lookup(ctx, alice, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = svc.Open(ctx, w, "secret/key")
+	if !errors.Is(err, opsapi.ErrDenied) || n.rule != "paths.read" {
+		t.Fatalf("Open secret/key: %v (notes %+v)", err, n)
+	}
+	if err.Error() != "read secret/key: Blocked by policy: reading secret/key matches deny rule \"secret/**\"" {
+		t.Errorf("denial text %q", err)
+	}
+	res := svc.RunTool(ctx, w, 1, "bash", []byte(`{"command":"echo hi"}`), nil)
+	if res.IsError || !strings.Contains(res.Content[0].Text, "hi") {
+		t.Fatalf("bash: %+v", res)
+	}
+	res = svc.RunTool(ctx, w, 2, "read", []byte(`{"path":"secret/key"}`), nil)
+	if !res.IsError || !strings.HasPrefix(res.Content[0].Text, "Blocked by policy: ") {
+		t.Fatalf("read secret/key: %+v", res)
+	}
+	n2 := &notes{}
+	ctx2 := workspaces.WithRequest(t.Context(), workspaces.Request{Notes: n2})
+	if _, err := svc.Lookup(ctx2, bob, info.ID); !errors.Is(err, workspaces.ErrNotFound) || n2.rule != "tenant" {
+		t.Fatalf("bob's lookup: %v (notes %+v)", err, n2)
+	}
+	if err := svc.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Lookup(ctx, alice, info.ID); !errors.Is(err, workspaces.ErrNotFound) {
+		t.Fatalf("after Delete: %v", err)
+	}
+}

@@ -1,0 +1,178 @@
+package workspaces
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/tools"
+)
+
+// BashTool is the tool whose calls count as running commands: the caller
+// wraps them in StartCommand.
+const BashTool = "bash"
+
+// RunTool is every tool call's path: the tool's shim and validation, the
+// one admission (policy and quota; a denial is an isError result the
+// model reads), the call through the workspace's Guard, redaction of
+// every update and of the result, and one audit record, numbered seq
+// under the request's audit id.
+func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) tools.Result {
+	start := time.Now()
+	red := s.policyOf(w.tenant).Redactor()
+	req := requestFrom(ctx)
+	parent := req.AuditID
+	if parent == "" {
+		parent = NewAuditID()
+	}
+	rec := &callRecord{ev: audit.Event{
+		AuditID:                  fmt.Sprintf("%s/%d", parent, seq),
+		RequestID:                req.ID,
+		Stage:                    audit.StageToolCall,
+		Tenant:                   w.tenant,
+		SourceIP:                 req.SourceIP,
+		Workspace:                w.id,
+		Tool:                     name,
+		RequestReceivedTimestamp: start.UTC(),
+		Decision:                 "allow",
+		Args:                     &audit.Args{Digest: audit.Digest([]byte(name), args)},
+	}}
+	// The Guard's own denials (a link into a denied path) land in this
+	// call's record.
+	ctx = context.WithValue(ctx, notesKey{}, Notes(rec))
+	res := s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
+	out, _ := json.Marshal(res)
+	isErr := res.IsError
+	now := time.Now()
+	rec.mu.Lock()
+	ev := rec.ev
+	rec.mu.Unlock()
+	ev.Result = &audit.Result{IsError: &isErr, BytesIn: int64(len(args)), BytesOut: int64(len(out))}
+	ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
+	s.Record(ev)
+	return res
+}
+
+// decideAndRun prepares the call, admits it and runs it.
+func (s *Service) decideAndRun(ctx context.Context, w *Workspace, red *policy.Redactor, rec *callRecord,
+	name string, args json.RawMessage, onUpdate tools.UpdateFunc) tools.Result {
+	prepared, invalid, ok := w.toolbox.Prepare(name, args)
+	if !ok {
+		// The tool rule still comes first: a denied tool is denied
+		// whatever its arguments.
+		if _, d, err := w.guard.Admit(ctx, policy.Call{Tool: name}); err != nil {
+			return tools.ErrorResult(d.Message())
+		}
+		return invalid
+	}
+	acc := prepared.Access()
+	rec.Args(firstPath(acc), audit.Truncate(red.String(acc.Command), audit.MaxCommand), nil)
+	ctx, d, err := s.admit(ctx, w, policy.Call{Tool: name, Read: acc.Read, Write: acc.Write,
+		Command: acc.Command, HasCommand: acc.HasCommand, Timeout: acc.Timeout})
+	switch {
+	case err != nil && d.Rule == "quota":
+		return tools.ErrorResult("Blocked by quota: " + d.Reason)
+	case err != nil:
+		return tools.ErrorResult(d.Message())
+	}
+	var up tools.UpdateFunc
+	if onUpdate != nil {
+		up = func(u tools.Result) { onUpdate(redactResult(red, u)) }
+	}
+	return redactResult(red, prepared.Run(ctx, up))
+}
+
+func firstPath(a tools.Access) string {
+	switch {
+	case len(a.Read) > 0:
+		return a.Read[0]
+	case len(a.Write) > 0:
+		return a.Write[0]
+	}
+	return ""
+}
+
+// callRecord is a tool call's audit record while it runs: the Notes of
+// everything the call learns.
+type callRecord struct {
+	mu sync.Mutex
+	ev audit.Event
+}
+
+func (r *callRecord) Deny(rule, reason string) {
+	r.mu.Lock()
+	r.ev.Decision, r.ev.Rule, r.ev.Reason = "deny", rule, reason
+	r.mu.Unlock()
+}
+
+func (r *callRecord) Workspace(string) {}
+
+func (r *callRecord) Args(path, command string, _ []string) {
+	r.mu.Lock()
+	r.ev.Args.Path, r.ev.Args.Command = path, command
+	r.mu.Unlock()
+}
+
+func (r *callRecord) ExitCode(int) {}
+
+// Record writes an audit event and counts a denial.
+func (s *Service) Record(ev audit.Event) {
+	if ev.Decision == "deny" {
+		s.obs.Denied(ev.Rule)
+	}
+	s.cfg.Audit.Write(ev)
+}
+
+// NewAuditID returns 128 random bits as hex: a client's X-Request-Id is
+// its own to choose, an audit id is not.
+func NewAuditID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redactResult applies red to every text block and every string in the
+// details, so a secret leaves neither in what the model reads nor in the
+// structured part.
+func redactResult(red *policy.Redactor, res tools.Result) tools.Result {
+	if red.Empty() {
+		return res
+	}
+	content := make([]tools.Content, len(res.Content))
+	for i, c := range res.Content {
+		c.Text = red.String(c.Text)
+		content[i] = c
+	}
+	res.Content = content
+	if res.Details != nil {
+		if b, err := json.Marshal(res.Details); err == nil {
+			var v any
+			if json.Unmarshal(b, &v) == nil {
+				res.Details = redactValue(red, v)
+			}
+		}
+	}
+	return res
+}
+
+func redactValue(red *policy.Redactor, v any) any {
+	switch x := v.(type) {
+	case string:
+		return red.String(x)
+	case []any:
+		for i := range x {
+			x[i] = redactValue(red, x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = redactValue(red, x[k])
+		}
+	}
+	return v
+}
