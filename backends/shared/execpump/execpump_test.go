@@ -29,8 +29,8 @@ func TestOutputThenExit(t *testing.T) {
 	pr, pw := io.Pipe()
 	events := make(chan execpump.Event, 1)
 	go func() {
-		pw.Write([]byte("hello "))
-		pw.Write([]byte("world"))
+		_, _ = pw.Write([]byte("hello "))
+		_, _ = pw.Write([]byte("world"))
 		pw.Close()
 		events <- exited(3)
 	}()
@@ -53,7 +53,7 @@ func TestDrainIdleReleasesSilentHolder(t *testing.T) {
 	events <- exited(0)
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		pw.Write([]byte("late"))
+		_, _ = pw.Write([]byte("late"))
 	}()
 	var out bytes.Buffer
 	cfg := baseConfig(&out)
@@ -83,7 +83,7 @@ func TestMaxDrainCapsChattyHolder(t *testing.T) {
 				pw.Close()
 				return
 			default:
-				pw.Write([]byte("x"))
+				_, _ = pw.Write([]byte("x"))
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
@@ -207,7 +207,7 @@ func TestFailingOutputKeepsDraining(t *testing.T) {
 	events := make(chan execpump.Event, 1)
 	go func() {
 		for range 10 {
-			pw.Write([]byte("chunk"))
+			_, _ = pw.Write([]byte("chunk"))
 		}
 		pw.Close()
 		events <- exited(0)
