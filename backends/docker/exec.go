@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -175,7 +176,7 @@ const maxRunOutput = 1 << 20
 // run is remoteexec's RunFunc: a short command (the kill script) in an
 // exec of its own. A non-zero exit is an error carrying its stderr.
 func (w *Workspace) run(ctx context.Context, argv []string) ([]byte, error) {
-	stderr := &capBuffer{max: 4096}
+	stderr := &execpump.Head{Max: 4096}
 	p, err := w.startExec(ctx, execOpts{argv: argv, stderr: stderr})
 	if err != nil {
 		return nil, err
@@ -200,26 +201,4 @@ func (w *Workspace) run(ctx context.Context, argv []string) ([]byte, error) {
 		return out, fmt.Errorf("%s exited with %d: %s", argv[0], st.Code, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
-}
-
-// capBuffer keeps the first max bytes written to it; it never blocks.
-type capBuffer struct {
-	mu  sync.Mutex
-	b   strings.Builder
-	max int
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.b.Len(); room > 0 {
-		c.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
 }

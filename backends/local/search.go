@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -51,7 +51,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	if err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrInvalid, err)
 	}
-	stderr := &capBuffer{max: rgjson.MaxStderrBytes}
+	stderr := &execpump.Head{Max: rgjson.MaxStderrBytes}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -137,18 +137,3 @@ func (w *Workspace) rgCommand(ctx context.Context, rg string, args []string, p s
 	}
 	return cmd, fileName, nil
 }
-
-// capBuffer keeps the first max bytes written to it.
-type capBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capBuffer) String() string { return c.buf.String() }

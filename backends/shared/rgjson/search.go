@@ -7,8 +7,8 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -78,7 +78,7 @@ func (r Remote) Search(ctx context.Context, fs Files, req opsapi.SearchRequest) 
 		return opsapi.SearchResult{}, err
 	}
 	argv := append([]string{"sh", "-c", Script, "wsbroker", r.RgPath, dir, file}, args...)
-	stderr := &capBuffer{max: MaxStderrBytes}
+	stderr := &execpump.Head{Max: MaxStderrBytes}
 	p, err := r.Start(ctx, argv, stderr)
 	if err != nil {
 		return opsapi.SearchResult{}, err
@@ -111,7 +111,7 @@ func (r Remote) target(ctx context.Context, fs Files, p string) (dir, file, file
 
 // collect reads rg's results, stops it when they are cut short, and turns
 // its exit into the result.
-func (r Remote) collect(ctx context.Context, p Process, req opsapi.SearchRequest, fileName string, stderr *capBuffer) (opsapi.SearchResult, error) {
+func (r Remote) collect(ctx context.Context, p Process, req opsapi.SearchRequest, fileName string, stderr *execpump.Head) (opsapi.SearchResult, error) {
 	res, stopped, perr := Collect(p.Stdout(), req, fileName)
 	code, werr := 0, error(nil)
 	if stopped || perr != nil || ctx.Err() != nil {
@@ -140,27 +140,4 @@ func (r Remote) collect(ctx context.Context, p Process, req opsapi.SearchRequest
 			fmt.Errorf("ripgrep (%s) is not available %s", r.RgPath, r.Where))
 	}
 	return Result(r.Op, req.Path, res, code, stderr.String())
-}
-
-// capBuffer keeps the first max bytes written to it; it never blocks, and
-// a transport may write to it from a goroutine of its own.
-type capBuffer struct {
-	mu  sync.Mutex
-	b   strings.Builder
-	max int
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.b.Len(); room > 0 {
-		c.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
 }
