@@ -19,7 +19,7 @@ func (s *Service) admit(ctx context.Context, w *Workspace, c policy.Call) (conte
 	if err != nil {
 		return ctx, d, err
 	}
-	if len(c.Write) == 0 && !c.HasCommand && c.Tool != "bash" {
+	if len(c.Write) == 0 && !c.HasCommand && c.Tool != BashTool {
 		return ctx, d, nil
 	}
 	if err := s.overDisk(ctx, w.tenant); err != nil {
