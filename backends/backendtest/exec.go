@@ -337,12 +337,14 @@ func wantTreeGone(t *testing.T, ws opsapi.Operations, pidFile, beat string) {
 	if !stopped {
 		t.Error("the killed command's descendant is still writing 10s later")
 	}
+	// One read of the stat file: a process reaped between two looks (a
+	// kill -0, then a grep of a file already gone) is not alive.
 	out := sh(t, ws, `pid=$(cat `+pidFile+`)
-if kill -0 "$pid" 2>/dev/null && ! grep -q '^[0-9]* (.*) Z' /proc/"$pid"/stat 2>/dev/null; then
-  echo "alive $pid"; kill -KILL "$pid"
-else
-  echo gone
-fi`)
+st=$(cat /proc/"$pid"/stat 2>/dev/null) || st=
+case "$st" in
+"" | *") Z "*) echo gone ;;
+*) echo "alive $pid: $st"; kill -KILL "$pid" ;;
+esac`)
 	eq(t, "descendant", out, "gone\n")
 }
 
