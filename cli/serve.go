@@ -134,7 +134,8 @@ func serveUntilStopped(ctx context.Context, srv *broker.Server, ln net.Listener,
 
 // printNextStep tells a newcomer how to reach the broker that just
 // started: the CLI command with whatever environment it needs beyond the
-// defaults, and the same with curl.
+// defaults, and the same with curl. It goes to stdout: stderr carries the
+// JSON log, one object per line, for whatever collects it.
 func (c *CLI) printNextStep(cfg serveConfig, addr net.Addr, tls bool) {
 	url := brokerURL(addr, tls)
 	var env []string
@@ -151,7 +152,7 @@ func (c *CLI) printNextStep(cfg serveConfig, addr net.Addr, tls bool) {
 		env = append(env, "BROKER_TOKEN_FILE="+cfg.TokenFile)
 	}
 	cmd := strings.TrimSpace(strings.Join(env, " ") + " " + programName() + " ws create")
-	fmt.Fprintf(c.Stderr, "broker: serving %s; %s.\n"+
+	fmt.Fprintf(c.Stdout, "broker: serving %s; %s.\n"+
 		"Next, from another shell, create a workspace (it prints the id):\n"+
 		"  %s\n"+
 		"or with curl:\n"+

@@ -16,25 +16,25 @@ import (
 // state directory and runs the command it prints, exactly as printed.
 func TestServePrintsTheNextStep(t *testing.T) {
 	home, state := t.TempDir(), t.TempDir()
-	stderr := &testutil.LockedBuffer{}
+	stdout := &testutil.LockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		c := &CLI{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: stderr, Getenv: envMap(map[string]string{"HOME": home})}
+		c := &CLI{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: &testutil.LockedBuffer{}, Getenv: envMap(map[string]string{"HOME": home})}
 		done <- c.Run(ctx, []string{"serve", "--listen", freeAddr(t), "--state-dir", state})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	next := regexp.MustCompile(`(?m)^Next, .*\n  (.*) broker ws create\n`)
 	deadline := time.Now().Add(15 * time.Second)
-	for !next.MatchString(stderr.String()) {
+	for !next.MatchString(stdout.String()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("serve never printed the next step; stderr:\n%s", stderr.String())
+			t.Fatalf("serve never printed the next step; stdout:\n%s", stdout.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	env := map[string]string{"HOME": home}
-	for _, kv := range strings.Fields(next.FindStringSubmatch(stderr.String())[1]) {
+	for _, kv := range strings.Fields(next.FindStringSubmatch(stdout.String())[1]) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -44,8 +44,8 @@ func TestServePrintsTheNextStep(t *testing.T) {
 	if out, errs, code := run(env, "", "ws", "create"); code != 0 || !strings.HasPrefix(out, "ws_") {
 		t.Fatalf("the printed command failed: %d %q %q", code, out, errs)
 	}
-	if !strings.Contains(stderr.String(), "curl -H \"Authorization: Bearer $(cat "+filepath.Join(state, "token")+")\"") {
-		t.Fatalf("no curl line:\n%s", stderr.String())
+	if !strings.Contains(stdout.String(), "curl -H \"Authorization: Bearer $(cat "+filepath.Join(state, "token")+")\"") {
+		t.Fatalf("no curl line:\n%s", stdout.String())
 	}
 }
 

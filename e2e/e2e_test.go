@@ -53,9 +53,10 @@ type broker struct {
 	url     string
 	state   string
 	home    string
-	stderr  *testutil.LockedBuffer
-	done    chan struct{} // closed when the process has exited
-	waitErr error         // Wait's result, set before done is closed
+	stderr  *testutil.LockedBuffer // the JSON log and the one-time token banner
+	stdout  *testutil.LockedBuffer // the next step, for a person
+	done    chan struct{}          // closed when the process has exited
+	waitErr error                  // Wait's result, set before done is closed
 }
 
 func freePort(t *testing.T) int {
@@ -72,12 +73,12 @@ func freePort(t *testing.T) int {
 // it, and waits until /healthz answers. extra are more serve flags.
 func startBroker(t *testing.T, home string, extra ...string) *broker {
 	t.Helper()
-	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &testutil.LockedBuffer{}, done: make(chan struct{})}
+	b := &broker{state: filepath.Join(home, "state"), home: home, stderr: &testutil.LockedBuffer{}, stdout: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	port := freePort(t)
 	b.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	b.cmd = exec.Command(binary, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--shutdown-grace", "3s"}, extra...)...)
 	b.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "BROKER_STATE_DIR=" + b.state}
-	b.cmd.Stdout = b.stderr
+	b.cmd.Stdout = b.stdout
 	b.cmd.Stderr = b.stderr
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func startBroker(t *testing.T, home string, extra ...string) *broker {
 			<-b.done
 		}
 		if t.Failed() {
-			t.Logf("broker output:\n%s", b.stderr.String())
+			t.Logf("broker output:\n%s%s", b.stdout.String(), b.stderr.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
