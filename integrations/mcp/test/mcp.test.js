@@ -2,8 +2,9 @@
 // (a client from another implementation than the Go SDK the server is
 // built on): the seven tools listed with the HTTP API's definitions, all
 // seven called with the HTTP tool route's results, an image read, a
-// cancelled bash whose process tree is gone, and the session endpoint
-// /v1/mcp that creates its workspace on the first call.
+// cancelled bash and one whose session ended, each leaving no process of
+// its tree, and the session endpoint /v1/mcp, which creates its workspace
+// on the first call and deletes it with the session.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { eventually, makePng, startBroker, textOf } from "./broker.js";
@@ -21,6 +22,64 @@ after(async () => {
 });
 
 const byName = (a, b) => a.name.localeCompare(b.name);
+
+/**
+ * Starts, through mcp, a bash that runs a background sleeper and waits,
+ * both pids recorded in the workspace; resolves once a progress
+ * notification carried its output. settled never rejects.
+ */
+async function startSleeper(mcp, ws, options, tag = "cancel") {
+	const command = `sleep 300 & echo $! > ${tag}-sleeper.pid; echo $$ > ${tag}-shell.pid; echo started; wait`;
+	const progress = [];
+	const call = mcp.callTool({ name: "bash", arguments: { command } }, undefined, {
+		...options,
+		onprogress: (p) => progress.push(p),
+		resetTimeoutOnProgress: true,
+	});
+	const settled = call.then(
+		(result) => ({ result }),
+		(err) => ({ err }),
+	);
+	await eventually(
+		() => progress.some((p) => JSON.stringify(p).includes("started")),
+		15_000,
+		`a progress notification with the output ("started"); got ${JSON.stringify(progress)}`,
+	);
+	const pids = [];
+	for (const f of [`${tag}-shell.pid`, `${tag}-sleeper.pid`]) {
+		pids.push(Number((await broker.api("GET", `/v1/workspaces/${ws}/files?path=${f}`)).trim()));
+	}
+	assert.ok(pids.every((p) => p > 0), `pids ${pids}`);
+	return { settled, pids: () => pids };
+}
+
+/** Checks, over MCP, the HTTP exec route and GET /processes, that pids are gone. */
+async function assertTreeGone(ws, pids) {
+	const alive = `for p in ${pids.join(" ")}; do kill -0 $p 2>/dev/null && echo "alive $p"; done; echo checked`;
+	const check = await broker.mcp(`/v1/workspaces/${ws}/mcp`);
+	await eventually(
+		async () => {
+			const r = await check.callTool({ name: "bash", arguments: { command: alive } });
+			return textOf(r).trim() === "checked";
+		},
+		15_000,
+		`processes ${pids} gone`,
+	);
+	const lines = (await broker.api("POST", `/v1/workspaces/${ws}/exec`, { command: alive }))
+		.trim()
+		.split("\n")
+		.map((l) => JSON.parse(l));
+	const out = lines
+		.filter((l) => l.type === "output")
+		.map((l) => Buffer.from(l.data, "base64").toString())
+		.join("");
+	assert.equal(out.trim(), "checked");
+	const { processes } = await broker.api("GET", `/v1/workspaces/${ws}/processes`);
+	assert.deepEqual(
+		processes.filter((p) => /sleep 300/.test(p.command)),
+		[],
+	);
+}
 
 describe("/v1/workspaces/{id}/mcp", () => {
 	let ws;
@@ -98,48 +157,19 @@ describe("/v1/workspaces/{id}/mcp", () => {
 	});
 
 	test("bash sends progress, and a cancelled bash leaves no process of its tree", async () => {
-		// The shell starts a background sleeper and records both pids;
-		// cancelling must kill the whole tree, the sleeper included.
-		const command = "sleep 300 & echo $! > sleeper.pid; echo $$ > shell.pid; echo started; wait";
 		const abort = new AbortController();
-		const progress = [];
-		const call = mcp.callTool({ name: "bash", arguments: { command } }, undefined, {
-			signal: abort.signal,
-			onprogress: (p) => progress.push(p),
-			resetTimeoutOnProgress: true,
-		});
-		const settled = call.then(
-			(r) => ({ result: r }),
-			(err) => ({ err }),
-		);
-		await eventually(() => progress.some((p) => JSON.stringify(p).includes("started")), 15_000, `a progress notification with the output ("started"); got ${JSON.stringify(progress)}`);
+		const run = await startSleeper(mcp, ws.id, { signal: abort.signal });
 		abort.abort();
-		const { err, result } = await settled;
+		const { err, result } = await run.settled;
 		assert.ok(err, `the aborted call resolved: ${JSON.stringify(result)}`);
+		await assertTreeGone(ws.id, run.pids());
+	});
 
-		// Checked over the HTTP API's exec and through another MCP call.
-		const pids = [];
-		for (const f of ["shell.pid", "sleeper.pid"]) {
-			pids.push(Number((await broker.api("GET", `/v1/workspaces/${ws.id}/files?path=${f}`)).trim()));
-		}
-		assert.ok(pids.every((p) => p > 0), `pids ${pids}`);
-		const alive = `for p in ${pids.join(" ")}; do kill -0 $p 2>/dev/null && echo "alive $p"; done; echo checked`;
-		await eventually(
-			async () => {
-				const r = await mcp.callTool({ name: "bash", arguments: { command: alive } });
-				return textOf(r).trim() === "checked";
-			},
-			15_000,
-			`processes ${pids} gone`,
-		);
-		const lines = (await broker.api("POST", `/v1/workspaces/${ws.id}/exec`, { command: alive }))
-			.trim()
-			.split("\n")
-			.map((l) => JSON.parse(l));
-		const out = lines.filter((l) => l.type === "output").map((l) => Buffer.from(l.data, "base64").toString()).join("");
-		assert.equal(out.trim(), "checked");
-		const { processes } = await broker.api("GET", `/v1/workspaces/${ws.id}/processes`);
-		assert.deepEqual(processes.filter((p) => /sleep 300/.test(p.command)), []);
+	test("ending the session (DELETE) kills a running bash's tree", async () => {
+		const other = await broker.mcp(`/v1/workspaces/${ws.id}/mcp`);
+		const run = await startSleeper(other, ws.id, {}, "session");
+		await other.transport.terminateSession();
+		await assertTreeGone(ws.id, run.pids());
 	});
 
 	test("no token, no session", async () => {
@@ -184,5 +214,13 @@ describe("/v1/mcp", () => {
 		r = await mcp.callTool({ name: list, arguments: {} });
 		assert.equal(r.isError ?? false, false, textOf(r));
 		assert.match(JSON.stringify(r), new RegExp(created[0]));
+
+		// By default the session's workspace ends with the session.
+		await mcp.transport.terminateSession();
+		await eventually(
+			async () => !(await broker.api("GET", "/v1/workspaces")).workspaces.some((w) => w.id === created[0]),
+			15_000,
+			`workspace ${created[0]} deleted with its session`,
+		);
 	});
 });
