@@ -64,8 +64,8 @@
 //
 // For every row the report gives p50, p90, p99, throughput, and the peak
 // RSS and CPU of the process doing the work (the broker process for HTTP
-// rows; the harness itself for the others). Ratios are printed per
-// backend, HTTP/in-process and in-process/raw, and the targets
+// and MCP rows; the harness itself for the others). Ratios are printed per
+// backend, HTTP/in-process, in-process/raw and MCP/HTTP, and the issues' targets
 // are printed as PASS or FAIL (with a note when the run's conditions
 // differ from the target's, as in -quick). Targets are never asserted in
 // unit tests: machines are noisy, and the load average printed with the

@@ -275,7 +275,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	t.write(w)
 	fmt.Fprintf(w, "%d CPUs, 1-minute load average %s at the start, %s at the end.\n", runtime.NumCPU(), rep.LoadAvg[0], rep.LoadAvg[1])
-	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on the others.")
+	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http and mcp rows, this harness's on the others.")
 
 	if rs := rep.ratios(); len(rs) > 0 {
 		fmt.Fprintln(w, "\nRatios")
