@@ -32,3 +32,6 @@ func (s *Server) serveWorkspaceMCP(w http.ResponseWriter, r *http.Request) {
 func isMCPStream(r *http.Request) bool {
 	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/mcp")
 }
+
+// MCPSessions reports how many MCP sessions the tenant holds open.
+func (s *Server) MCPSessions(tenantName string) int { return s.mcp.Sessions(tenantName) }

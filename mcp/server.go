@@ -1,8 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -22,6 +26,9 @@ const (
 	headerRequestID = "Wsbroker-Mcp-Request-Id"
 	headerAuditID   = "Wsbroker-Mcp-Audit-Id"
 	headerSourceIP  = "Wsbroker-Mcp-Source-Ip"
+	// headerCarrier names the HTTP request that carries a call, whose
+	// end cancels the call.
+	headerCarrier = "Wsbroker-Mcp-Carrier"
 )
 
 // tenantExtra is the TokenInfo.Extra key of the request's tenant.
@@ -37,6 +44,8 @@ type Server struct {
 	logger   *slog.Logger
 	version  string
 	sessions sessionCounter
+	live     liveSessions
+	calls    carriedCalls
 
 	bound     http.Handler // /v1/workspaces/{id}/mcp
 	perClient http.Handler // /v1/mcp
@@ -58,6 +67,8 @@ func New(svc *workspaces.Service, cfg Config, version string, logger *slog.Logge
 	}
 	s := &Server{svc: svc, cfg: cfg.WithDefaults(), logger: logger, version: version}
 	s.sessions.n = map[string]int{}
+	s.live.m = map[string]*session{}
+	s.calls.m = map[string][]context.CancelFunc{}
 	// Every request carries a bearer token, which a DNS-rebinding page
 	// does not have: the SDK's Host check would only break a broker behind a
 	// local reverse proxy.
@@ -94,17 +105,22 @@ type (
 )
 
 // serve binds the request to its tenant and endpoint (the SDK refuses a
-// session used by another user id with 403), takes a session slot for a
-// request that may open a session, and hands it to the SDK.
+// session used by another user id with 403), takes a session slot for an
+// initialize, and hands the request to the SDK. The calls a request
+// carries end with it: a client that drops the connection, or ends the
+// session, kills their commands.
 func (s *Server) serve(h http.Handler, w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, req workspaces.Request) {
+	userID := t.Name + "\x00" + endpoint
 	ctx := context.WithValue(r.Context(), identityKey{}, &auth.TokenInfo{
-		UserID: t.Name + "\x00" + endpoint,
+		UserID: userID,
 		Extra:  map[string]any{tenantExtra: t},
 	})
-	var slot *sessionSlot
-	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-		var ok bool
-		if slot, ok = s.sessions.reserve(t.Name, s.cfg.MaxSessionsPerTenant); !ok {
+	if r.Method == http.MethodDelete {
+		s.live.end(r.Header.Get("Mcp-Session-Id"), userID)
+	}
+	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && opensSession(r) {
+		slot, ok := s.sessions.reserve(t.Name, s.cfg.MaxSessionsPerTenant)
+		if !ok {
 			s.logger.Warn("MCP session refused: the tenant is at its session cap", "tenant", t.Name,
 				"cap", s.cfg.MaxSessionsPerTenant, "request_id", req.ID)
 			w.Header().Set("Retry-After", "1")
@@ -115,12 +131,43 @@ func (s *Server) serve(h http.Handler, w http.ResponseWriter, r *http.Request, t
 		defer slot.releaseUnclaimed()
 		ctx = context.WithValue(ctx, slotKey{}, slot)
 	}
+	key := rand.Text()
+	defer s.calls.forget(key)
+	stop := context.AfterFunc(r.Context(), func() { s.calls.cancel(key) })
+	defer stop()
 	r = r.WithContext(ctx)
 	r.Header = r.Header.Clone()
 	r.Header.Set(headerRequestID, req.ID)
 	r.Header.Set(headerAuditID, req.AuditID)
 	r.Header.Set(headerSourceIP, req.SourceIP)
+	r.Header.Set(headerCarrier, key)
 	h.ServeHTTP(w, r)
+}
+
+// opensSession reports whether r's body is an initialize request (alone
+// or in a batch), the one message that opens a session; the body is left
+// to be read again.
+func opensSession(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false // the SDK reads the same error
+	}
+	type message struct {
+		Method string `json:"method"`
+	}
+	var one message
+	if json.Unmarshal(body, &one) == nil {
+		return one.Method == "initialize"
+	}
+	var batch []message
+	_ = json.Unmarshal(body, &batch)
+	for _, m := range batch {
+		if m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
 }
 
 // requestOf rebuilds the workspaces.Request the broker named the HTTP

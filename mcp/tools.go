@@ -51,7 +51,7 @@ func (s *Server) addWorkspaceTools(srv *sdk.Server, sess *session, t *tenant.Ten
 	for _, def := range s.svc.Tools(t) {
 		name := def.Name
 		srv.AddTool(toolOf(def), func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			ctx, cancel := sess.callContext(ctx)
+			ctx, cancel := s.callContext(ctx, sess, req.Extra)
 			defer cancel()
 			ct := tenantOf(req.Extra)
 			if ct == nil {
