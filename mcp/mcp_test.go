@@ -190,7 +190,8 @@ func TestCancelKillsBashTree(t *testing.T) {
 	}
 	cancel()
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("the cancelled call returned %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cancelled call did not return")
 	}
