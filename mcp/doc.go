@@ -29,9 +29,16 @@
 //
 // Sessions are the SDK's (Mcp-Session-Id), each bound to the tenant and
 // endpoint that opened it; a session idle for Config.IdleTimeout is
-// closed, and a tenant holds at most Config.MaxSessionsPerTenant. A
-// session that ends (DELETE, idle expiry) cancels its running calls, which
-// kills their commands' process trees, as a dropped HTTP stream does.
+// closed, and a tenant holds at most Config.MaxSessionsPerTenant (an
+// initialize past it is 429). A call is cancelled by
+// notifications/cancelled, by the drop of the HTTP request carrying it,
+// and by its session's end (DELETE, idle expiry); bash's process tree is
+// then killed, as when an HTTP stream drops.
+//
+// The tenant's rate and concurrency limits (workspaces.Service.Enter)
+// apply per HTTP request, in the broker's middleware: a POST carrying a
+// tools/call holds a call slot while it runs, as the HTTP tool route's
+// request does; a session's GET stream counts against the rate only.
 //
 // # Results
 //
