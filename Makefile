@@ -22,6 +22,7 @@ test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail in
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) test-pi
+	$(MAKE) test-mcp
 
 .PHONY: cross
 cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
@@ -31,6 +32,10 @@ cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
 .PHONY: test-pi
 test-pi: ## Build the pi integration (integrations/pi) with tsc and run its node tests against a broker they build.
 	cd integrations/pi && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
+
+.PHONY: test-mcp
+test-mcp: ## Run the node test of the MCP endpoints (integrations/mcp) with the TypeScript SDK's client against a broker it builds.
+	cd integrations/mcp && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each.

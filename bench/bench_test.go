@@ -31,7 +31,9 @@ func TestSmoke(t *testing.T) {
 	cfg.Clients = 16
 	cfg.StreamBytes = 300 << 10 // past the tool's 50 KiB, so the output is truncated and counted
 	cfg.BrokerLogLevel = "warn"
-	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Second)
+	// local/mcp starts one more broker and measures seven more rows; 90 s
+	// leaves a loaded machine room.
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := run(ctx, cfg, testutil.Logger(t), &progress)
@@ -46,7 +48,8 @@ func TestSmoke(t *testing.T) {
 	local := slices.DeleteFunc(slices.Clone(latencyOps), func(op string) bool { return op == opCreate }) // docker only
 	want := append(append(local, loadRows()...), streamBase64)
 	wantRaw := append(append([]string{}, loadMix...), append(loadRows(), streamBase64)...)
-	for target, want := range map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": want} {
+	targets := map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": want, "local/mcp": mcpRows}
+	for target, want := range targets {
 		for _, name := range want {
 			r, ok := findRow(rep, name, target)
 			switch {
@@ -70,7 +73,7 @@ func TestSmoke(t *testing.T) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, s := range []string{"op.read-4k", "http/in-process", "in-process/raw", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB"} {
+	for _, s := range []string{"op.read-4k", "http/in-process", "in-process/raw", "mcp/http", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB", "p50 / http p50 <= 1.5 x"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
@@ -99,7 +102,7 @@ func TestSmoke(t *testing.T) {
 			localGoals++
 		}
 	}
-	if n := len(want) + len(wantRaw); len(doc.Results) != len(rep.Rows) || len(doc.Ratios) != n || len(doc.Targets) != localGoals {
+	if n := len(want) + len(wantRaw) + len(mcpRows); len(doc.Results) != len(rep.Rows) || len(doc.Ratios) != n || len(doc.Targets) != localGoals {
 		t.Errorf("JSON report: %d results, %d ratios, %d targets; want %d, %d, %d",
 			len(doc.Results), len(doc.Ratios), len(doc.Targets), len(rep.Rows), n, localGoals)
 	}

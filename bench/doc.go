@@ -14,6 +14,12 @@
 //   - local/http: `broker serve` started as a separate process on a free
 //     loopback port with a fresh state directory, driven by the Go client
 //     in client/.
+//   - local/mcp: another such `broker serve`, its tools called through
+//     the workspace's MCP endpoint (/v1/workspaces/{id}/mcp) with the
+//     official Go SDK's client (streamable HTTP). It offers only the
+//     tool.* rows, which take turns with local/http's, so the ratio
+//     mcp/http says what MCP costs beside the HTTP tool route (issue 18's
+//     target: tool.read and tool.bash-true within 1.5x).
 //
 // The ssh and docker backends are opt-in (-backends local,ssh,docker;
 // default local), since they need root and /usr/sbin/sshd, or a Docker
@@ -58,8 +64,8 @@
 //
 // For every row the report gives p50, p90, p99, throughput, and the peak
 // RSS and CPU of the process doing the work (the broker process for HTTP
-// rows; the harness itself for the others). Ratios are printed per
-// backend, HTTP/in-process and in-process/raw, and the issue's targets
+// and MCP rows; the harness itself for the others). Ratios are printed per
+// backend, HTTP/in-process, in-process/raw and MCP/HTTP, and the issues' targets
 // are printed as PASS or FAIL (with a note when the run's conditions
 // differ from the target's, as in -quick). Targets are never asserted in
 // unit tests: machines are noisy, and the load average printed with the
@@ -89,7 +95,8 @@
 // # Adding a backend
 //
 // Append Targets in targets.go: a Setup that returns a [Session] whose
-// clients offer the named operations. Workspace-backed targets build them
+// clients offer the named operations (and, when it offers only a few,
+// their names in Rows, so other scenarios do not set it up). Workspace-backed targets build them
 // with workspaceClient; a raw baseline fills in only the ops it has, and
 // scenarios skip what a target lacks.
 package main

@@ -73,6 +73,13 @@ func goals() []Goal {
 		{Row: streamBase64, Backend: "local", Via: ViaHTTP, Metric: "output rate", Unit: "MB/s", AtMost: false, Limit: 150,
 			Value: func(r Row) float64 { return r.MBps }, Cond: streamCond},
 
+		// Issue 18 (MCP): a tool call through /v1/workspaces/{id}/mcp
+		// against the HTTP tool route, same run, same turns.
+		{Row: toolRead, Backend: "local", Via: ViaMCP, Metric: "p50 / http p50", Unit: "x", AtMost: true, Limit: 1.5,
+			RefVia: ViaHTTP, Rel: p50Ratio},
+		{Row: toolBashTrue, Backend: "local", Via: ViaMCP, Metric: "p50 / http p50", Unit: "x", AtMost: true, Limit: 1.5,
+			RefVia: ViaHTTP, Rel: p50Ratio},
+
 		// Issue 5 (ssh): the read through the broker; exec against the raw
 		// session both in-process and through the broker.
 		{Row: opRead4K, Backend: "ssh", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 2, Value: p50},
@@ -201,8 +208,9 @@ type Ratio struct {
 }
 
 // ratioPairs are the comparisons printed: what HTTP adds to the
-// backend, and what the backend adds to the raw calls.
-var ratioPairs = [][2]string{{ViaHTTP, ViaInProcess}, {ViaInProcess, ViaRaw}}
+// backend, what the backend adds to the raw calls, and what MCP costs
+// beside the HTTP tool route.
+var ratioPairs = [][2]string{{ViaHTTP, ViaInProcess}, {ViaInProcess, ViaRaw}, {ViaMCP, ViaHTTP}}
 
 // ratios pairs rows of the same name and backend, numerator first.
 func (rep *Report) ratios() []Ratio {
@@ -267,7 +275,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	t.write(w)
 	fmt.Fprintf(w, "%d CPUs, 1-minute load average %s at the start, %s at the end.\n", runtime.NumCPU(), rep.LoadAvg[0], rep.LoadAvg[1])
-	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http rows, this harness's on the others.")
+	fmt.Fprintln(w, "PEAK RSS and CPU (average cores, with the commands it ran) are the broker process's on http and mcp rows, this harness's on the others.")
 
 	if rs := rep.ratios(); len(rs) > 0 {
 		fmt.Fprintln(w, "\nRatios")

@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 			for _, b := range cfg.Backends {
 				var ts []Target
 				for _, t := range targets([]string{b}) {
-					if onlyTargets.MatchString(t.Name) {
+					if onlyTargets.MatchString(t.Name) && t.offersAny(rows) {
 						ts = append(ts, t)
 					}
 				}
@@ -199,7 +199,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 			continue
 		}
 		for _, t := range targets(cfg.Backends) {
-			if !onlyTargets.MatchString(t.Name) {
+			if !onlyTargets.MatchString(t.Name) || !t.offersAny(rows) {
 				continue
 			}
 			if ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/client"
@@ -27,8 +28,11 @@ type Target struct {
 	Name string
 	// Backend is the backend's registry name.
 	Backend string
-	// Via is ViaInProcess, ViaHTTP or ViaRaw.
+	// Via is ViaInProcess, ViaHTTP, ViaRaw or ViaMCP.
 	Via string
+	// Rows, when set, are the only rows the target can measure: a
+	// scenario with none of them does not set the target up at all.
+	Rows []string
 	// Setup prepares a fresh, seeded workspace (starting whatever process
 	// it needs). Each scenario gets its own session, so a broker's peak
 	// RSS belongs to that scenario alone.
@@ -59,9 +63,22 @@ type Client map[string]Op
 // docker are opt-in (-backends): they need root and sshd, or a Docker
 // engine and the workspace image.
 var backendTargets = map[string]func() []Target{
-	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP()} },
+	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP(), localMCP()} },
 	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess(), sshHTTP()} },
 	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess(), dockerHTTP()} },
+}
+
+// offersAny reports whether t can measure one of rows.
+func (t Target) offersAny(rows []string) bool {
+	if t.Rows == nil {
+		return true
+	}
+	for _, r := range rows {
+		if slices.Contains(t.Rows, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // targets lists the targets of the named backends, in table order.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/tenant"
 )
 
@@ -73,6 +74,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBatchCalls bounds the calls of one batch.
 	MaxBatchCalls int
+	// MCP configures the MCP endpoints (/v1/mcp and
+	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
+	// whether a session's workspaces outlive it.
+	MCP mcp.Config
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -133,6 +138,9 @@ func (c Config) Validate() error {
 		return errors.New("broker: timeouts must be positive")
 	case c.MaxBatchCalls < 0:
 		return errors.New("broker: MaxBatchCalls must be positive")
+	}
+	if err := c.MCP.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	return nil
 }

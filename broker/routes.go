@@ -44,6 +44,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/audit", s.readAudit)
 		r.Get("/tools", s.listTools)
 		r.Mount("/workspaces", workspacesResource{s}.Routes())
+		mcpRoutes(r, s, "/mcp", s.serveSessionMCP)
 	})
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/wire"
@@ -24,6 +25,7 @@ type Server struct {
 	svc     *workspaces.Service
 	audit   *audit.Log
 	metrics *metrics
+	mcp     *mcp.Server
 	handler http.Handler
 }
 
@@ -63,6 +65,9 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		return nil, err
 	}
 	s.svc = svc
+	if s.mcp, err = mcp.New(svc, cfg.MCP, "", logger.With("component", "mcp")); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	s.handler = s.routes()
 	return s, nil
 }

@@ -18,12 +18,18 @@ import (
 // serviceCtx returns r's context carrying what the service needs to know
 // of the request: its ids, its peer, and its audit record's Notes.
 func serviceCtx(r *http.Request) context.Context {
+	return workspaces.WithRequest(r.Context(), serviceRequest(r))
+}
+
+// serviceRequest names r for the service: its ids, its peer, and the
+// Notes of its audit record.
+func serviceRequest(r *http.Request) workspaces.Request {
 	req := workspaces.Request{ID: middleware.GetReqID(r.Context()), SourceIP: peerIP(r)}
 	if ra := reqAuditFrom(r.Context()); ra != nil {
 		req.AuditID = ra.ev.AuditID // set once, before any handler runs
 		req.Notes = ra
 	}
-	return workspaces.WithRequest(r.Context(), req)
+	return req
 }
 
 // Deny marks the request's record as denied.

@@ -151,7 +151,11 @@ func (s *Server) limit(next http.Handler) http.Handler {
 			s.tooMany(w, r, le.Rule, le.RetryAfter, le.Reason)
 			return
 		}
-		defer leave()
+		if isMCPStream(r) {
+			leave() // a session-long stream holds no call slot
+		} else {
+			defer leave()
+		}
 		next.ServeHTTP(w, r)
 	})
 }

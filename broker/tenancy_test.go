@@ -496,3 +496,37 @@ func TestOwnershipSurvivesRestart(t *testing.T) {
 		t.Fatalf("alice after restart: %d", resp.StatusCode)
 	}
 }
+
+// TestTenantIsolationMCPSessions: /v1/mcp sessions belong to the tenant
+// that opened them: another tenant's token can neither use nor end one
+// (the workspace endpoint is in TestTenantIsolationMatrix with every
+// route under {id}).
+func TestTenantIsolationMCPSessions(t *testing.T) {
+	tc := newTenancy(t, nil, nil, nil)
+	const accept = "application/json, text/event-stream"
+	const version = "2025-11-25"
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version +
+		`","capabilities":{},"clientInfo":{"name":"matrix","version":"1"}}}`
+	resp, body := tc.as(aliceToken, "POST", "/v1/mcp", initialize, "Accept", accept, "Content-Type", "application/json")
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("alice's initialize: %d %q %s", resp.StatusCode, sid, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for _, method := range []string{"POST", "GET", "DELETE"} {
+		var b any
+		if method == "POST" {
+			b = list
+		}
+		resp, body := tc.as(bobToken, method, "/v1/mcp", b, "Accept", accept, "Content-Type", "application/json",
+			"Mcp-Session-Id", sid, "Mcp-Protocol-Version", version)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("bob's %s on alice's session: %d %s", method, resp.StatusCode, body)
+		}
+	}
+	resp, body = tc.as(aliceToken, "POST", "/v1/mcp", list, "Accept", accept, "Content-Type", "application/json",
+		"Mcp-Session-Id", sid, "Mcp-Protocol-Version", version)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"bash"`) {
+		t.Fatalf("alice lost her session: %d %s", resp.StatusCode, body)
+	}
+}

@@ -27,6 +27,7 @@ func (res workspacesResource) Routes() chi.Router {
 		r.Get("/", res.get)
 		r.Delete("/", res.delete)
 		processRoutes(r, res)
+		mcpRoutes(r, s, "/mcp", s.serveWorkspaceMCP)
 		r.Mount("/tools", toolsResource(res).Routes())
 		r.Mount("/", opsResource(res).Routes())
 	})

@@ -65,6 +65,10 @@ type serveConfig struct {
 	Audit auditConfig `yaml:"audit"`
 	// TLS serves HTTPS, and mTLS with a client CA file.
 	TLS *tlsConfig `yaml:"tls"`
+	// MCP configures the MCP endpoints: profiles, the session cap, idle
+	// expiry, keeping a session's workspaces. A pointer keeps serveConfig
+	// comparable.
+	MCP *mcpConfig `yaml:"mcp"`
 }
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by
@@ -302,6 +306,9 @@ func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, 
 	}
 	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 {
 		return cfg, errors.New("shutdown grace and max upload bytes must not be negative")
+	}
+	if _, err := cfg.MCP.config(); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

@@ -61,7 +61,12 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	}
 	defer closeBackends()
 
+	mcpCfg, err := cfg.MCP.config()
+	if err != nil {
+		return err
+	}
 	srv, err := broker.New(broker.Config{
+		MCP:            mcpCfg,
 		Addr:           cfg.Listen,
 		Tenants:        reg,
 		Audit:          auditLog,

@@ -1,0 +1,70 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults used where a Config field is zero.
+const (
+	DefaultMaxSessionsPerTenant = 32
+	DefaultIdleTimeout          = 30 * time.Minute
+)
+
+// Config configures a Server. The zero value of every field means its
+// default.
+type Config struct {
+	// Profiles are named workspace specs a /v1/mcp client picks with
+	// ?profile=NAME instead of spelling out a backend and its options.
+	Profiles map[string]Profile
+	// MaxSessionsPerTenant bounds a tenant's open MCP sessions, over both
+	// endpoints; a new session past it is refused with 429.
+	MaxSessionsPerTenant int
+	// IdleTimeout closes a session that received no request for that long.
+	IdleTimeout time.Duration
+	// KeepWorkspaces keeps the workspaces a /v1/mcp session created when the
+	// session ends; by default they are deleted with it.
+	KeepWorkspaces bool
+}
+
+// Profile is a named workspace spec: a backend ("" is the broker's
+// default) and that backend's create options.
+type Profile struct {
+	Backend string          `json:"backend,omitempty" yaml:"backend"`
+	Options json.RawMessage `json:"options,omitempty" yaml:"-"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxSessionsPerTenant == 0 {
+		c.MaxSessionsPerTenant = DefaultMaxSessionsPerTenant
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	return c
+}
+
+// Validate reports the first unusable field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxSessionsPerTenant < 0:
+		return errors.New("mcp: the session cap must be positive")
+	case c.IdleTimeout < 0:
+		return errors.New("mcp: the idle timeout must be positive")
+	}
+	for name, p := range c.Profiles {
+		if name == "" {
+			return errors.New("mcp: a profile has an empty name")
+		}
+		if len(p.Options) > 0 {
+			var obj map[string]any
+			if err := json.Unmarshal(p.Options, &obj); err != nil {
+				return fmt.Errorf("mcp: profile %q: options must be a JSON object: %w", name, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package mcp_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/mcp"
+)
+
+// TestConfigDefaultsAndValidate: zero fields take their defaults, and
+// each unusable field is refused.
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	d := mcp.Config{}.WithDefaults()
+	if d.MaxSessionsPerTenant != mcp.DefaultMaxSessionsPerTenant || d.IdleTimeout != mcp.DefaultIdleTimeout || d.KeepWorkspaces {
+		t.Fatalf("defaults: %+v", d)
+	}
+	cases := []struct {
+		name string
+		cfg  mcp.Config
+		ok   bool
+	}{
+		{"zero", mcp.Config{}, true},
+		{"set", mcp.Config{MaxSessionsPerTenant: 2, IdleTimeout: time.Minute, KeepWorkspaces: true}, true},
+		{"profile", mcp.Config{Profiles: map[string]mcp.Profile{"py": {Backend: "docker", Options: json.RawMessage(`{"image":"python"}`)}}}, true},
+		{"negative cap", mcp.Config{MaxSessionsPerTenant: -1}, false},
+		{"negative idle", mcp.Config{IdleTimeout: -time.Second}, false},
+		{"unnamed profile", mcp.Config{Profiles: map[string]mcp.Profile{"": {}}}, false},
+		{"options not an object", mcp.Config{Profiles: map[string]mcp.Profile{"x": {Options: json.RawMessage(`[1]`)}}}, false},
+	}
+	for _, c := range cases {
+		if err := c.cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
