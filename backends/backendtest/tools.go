@@ -479,7 +479,7 @@ func (s *suite) bashOutput(t *testing.T) {
 		// Serial, as Exec's case of the same name: timed against the
 		// idle grace.
 		tb := tools.New(s.serial(t), tools.Options{})
-		eq(t, "text", ok(t, tb, "bash", `{"command":"(sleep 0.02; echo late) & echo early"}`), "early\nlate\n")
+		eq(t, "text", ok(t, tb, "bash", `{"command":"(while kill -0 $$ 2>/dev/null; do :; done; echo late) & echo early"}`), "early\nlate\n")
 	})
 	t.Run("UTF8_euro_and_invalid_bytes_decode_as_TextDecoder", func(t *testing.T) {
 		_, tb := s.toolsFor(t, tools.Options{})

@@ -278,7 +278,7 @@ func TestBackgroundHolderAndLateOutput(t *testing.T) {
 	r := newRunner(t, &transport{})
 	dir := t.TempDir()
 	start := time.Now()
-	out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: "sleep 30 & echo $! > bg.pid; (sleep 0.02; echo late) & echo done"})
+	out, res, err := exe(t, r, dir, opsapi.ExecRequest{Command: "sleep 30 & echo $! > bg.pid; (while kill -0 $$ 2>/dev/null; do :; done; echo late) & echo done"})
 	if err != nil {
 		t.Fatal(err)
 	}
