@@ -55,7 +55,9 @@ func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspac
 		logger:  b.logger.With("workspace", id),
 		chanSem: make(chan struct{}, 1),
 	}
-	w.runner = remoteexec.New(w.start, w.run, b.remoteexecConfig(), w.logger)
+	rc := b.remoteexecConfig()
+	rc.Headroom = w.pidsHeadroom
+	w.runner = remoteexec.New(w.start, w.run, rc, w.logger)
 	w.lastUsed.Store(time.Now().UnixNano())
 	return w
 }

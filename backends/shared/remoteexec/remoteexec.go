@@ -86,6 +86,12 @@ type Config struct {
 	// in a new session), instead of starting it under setsid and waiting
 	// for it.
 	TransportExit bool
+	// Headroom, when set, lends the sandbox room for a few more processes
+	// (a container's pids limit) and returns how to take it back. The kill
+	// sweep asks for it once when it cannot start: at a full process limit
+	// a docker exec's runtime cannot fork, and a fork bomb's processes,
+	// asleep in bash's fork retry, may free no slot for many seconds.
+	Headroom func(ctx context.Context) (restore func(), err error)
 }
 
 // Defaults.
@@ -548,7 +554,7 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 	// nothing), while a fork bomb refills whatever it kills. The sweep
 	// stops what is left round by round, so nothing can fork, and kills
 	// it all; after a clean kill it finds nothing.
-	more, serr := r.sweep(ctx, mode, pg, marker)
+	more, serr := r.sweep(ctx, mode, pg, marker, err != nil)
 	switch {
 	case serr == nil:
 		return n + more, nil
@@ -564,9 +570,25 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 // until the bomb's churn frees a slot for a moment.
 const sweepAttempts = 20
 
-// sweep runs noForkKillScript, again while it cannot start.
-func (r *Runner) sweep(ctx context.Context, mode, pg, marker string) (int, error) {
+// sweep runs noForkKillScript, again while it cannot start. When the kill
+// script could not run (scriptFailed), or the sweep once failed to start,
+// it first borrows the sandbox's Headroom, if it lends any, until done.
+func (r *Runner) sweep(ctx context.Context, mode, pg, marker string, scriptFailed bool) (int, error) {
+	borrowed := false
+	var restore func()
+	defer func() {
+		if restore != nil {
+			restore()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
+		if !borrowed && r.cfg.Headroom != nil && (scriptFailed || attempt > 1) {
+			borrowed = true
+			var err error
+			if restore, err = r.cfg.Headroom(ctx); err != nil {
+				r.log.Warn("no headroom for the kill sweep", "err", err)
+			}
+		}
 		n, err := killedCount(r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker}))
 		if err == nil || attempt == sweepAttempts || ctx.Err() != nil ||
 			errors.Is(err, opsapi.ErrUnavailable) || errors.Is(err, opsapi.ErrNotExist) {
