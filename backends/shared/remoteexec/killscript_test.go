@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // TestKillGraceIsWallTime: the kill script's grace is time on the clock,
@@ -88,4 +89,40 @@ func TestKillGraceIsWallTime(t *testing.T) {
 	if got > 12 {
 		t.Errorf("the script looked for survivors %d times in a %v grace at 200 ms a look (took %v): the grace counts looks, not time", got, grace, took)
 	}
+}
+
+// TestStuckKillScriptStillSweeps: a kill script that never finishes (near
+// a process limit its forks fail and bash's fork retry sleeps for seconds
+// at a time) is given up after its grace and a slack, and the builtin-only
+// sweep still kills the tree. It used to hold the whole kill's time, so
+// nothing was killed and the call reported Killed 0.
+func TestStuckKillScriptStillSweeps(t *testing.T) {
+	testutil.RequireCommand(t, "setsid")
+	testutil.RequireCommand(t, "bash")
+	t.Cleanup(remoteexec.SetKillScriptSlack(time.Second))
+	stuck := func(ctx context.Context, argv []string) ([]byte, error) {
+		if len(argv) > 2 && argv[2] == remoteexec.KillScript {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return exec.CommandContext(ctx, argv[0], argv[1:]...).Output()
+	}
+	tr := &transport{}
+	r := remoteexec.New(tr.start, stuck, remoteexec.Config{KillGrace: 200 * time.Millisecond}, testutil.Logger(t))
+	dir := t.TempDir()
+	start := time.Now()
+	res, err := r.Exec(t.Context(), opsapi.ExecRequest{
+		Command: `sh -c 'echo $$ > child.pid; exec sleep 600' & sleep 600`,
+		Timeout: 300 * time.Millisecond,
+	}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.Killed < 2 {
+		t.Fatalf("result %+v, want a timeout that killed the shell and its child", res)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the kill took %v", d)
+	}
+	waitGone(t, filepath.Join(dir, "child.pid"))
 }

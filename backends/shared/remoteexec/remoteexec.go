@@ -541,13 +541,19 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 	}
 	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
 	pg := strconv.Itoa(max(pgid, 0))
-	out, err := r.run(ctx, []string{"sh", "-c", killScript, "wsbroker", mode, pg, marker, graceMS})
+	// The script gets its grace and a bounded slack, not the whole kill's
+	// time: near a process limit its forks fail and bash's fork retry
+	// sleeps for seconds at a time, so it may run past any deadline while
+	// killing nothing. The sweep below then still gets to run.
+	sctx, cancel := context.WithTimeout(ctx, r.cfg.KillGrace+killScriptSlack)
+	out, err := r.run(sctx, []string{"sh", "-c", killScript, "wsbroker", mode, pg, marker, graceMS})
+	cancel()
 	n, err := killedCount(out, err)
-	if err != nil && ctx.Err() == nil {
-		r.log.Warn("the kill script failed (process limit reached?); killing with shell builtins only", "err", err)
-	}
 	if ctx.Err() != nil {
 		return n, err
+	}
+	if err != nil {
+		r.log.Warn("the kill script failed (process limit reached?); killing with shell builtins only", "err", err)
 	}
 	// Then a sweep that needs no fork: near a process limit the script's
 	// own forks fail (and a scan that failed looks like one that found
@@ -564,6 +570,10 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 	}
 	return 0, fmt.Errorf("kill script: %w; sweep: %w", err, serr)
 }
+
+// killScriptSlack is how long the kill script may run past its grace
+// before the sweep takes over. Var for tests.
+var killScriptSlack = 12 * time.Second
 
 // sweepAttempts bounds the sweep's retries: at a full process limit even
 // starting it can fail (a docker exec's runc forks inside the container),
