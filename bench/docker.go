@@ -55,6 +55,7 @@ func dockerWorkspace(ctx context.Context, env *Env) (_ *docker.Workspace, done f
 		return nil, nil, err
 	}
 	cfg := docker.NewConfig()
+	cfg.Identity = "wsbroker-bench"
 	cfg.DefaultImage = dockerImage
 	cfg.SFTPServerBinary = bin
 	b, err := docker.New(cfg, env.Logger.With("backend", "docker"))

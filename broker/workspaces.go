@@ -56,7 +56,7 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (res workspacesResource) list(w http.ResponseWriter, r *http.Request) {
-	infos := res.s.svc.List(tenantFrom(r.Context()).Name)
+	infos := res.s.svc.List(tenantFrom(r.Context()))
 	out := wire.WorkspaceList{Workspaces: make([]wire.WorkspaceInfo, len(infos))}
 	for i, info := range infos {
 		out.Workspaces[i] = workspaceInfo(info)

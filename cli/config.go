@@ -33,6 +33,12 @@ type serveConfig struct {
 	// TokenFile holds the bearer token; created with a random token when
 	// missing (BROKER_TOKEN_FILE, --token-file; default <state_dir>/token).
 	TokenFile string `yaml:"tokenFile"`
+	// Identity names this broker on a shared container engine: it labels
+	// every container and volume, and the broker adopts only what carries
+	// it. Replicas meant to share workspaces share one identity
+	// (BROKER_IDENTITY, --identity; default a random one kept in
+	// <stateDir>/identity).
+	Identity string `yaml:"identity"`
 	// LogLevel is debug, info, warn or error (BROKER_LOG_LEVEL, --log-level).
 	LogLevel string `yaml:"logLevel"`
 	// ShutdownGrace is how long in-flight requests may finish after
@@ -106,6 +112,7 @@ func (c *CLI) applyEnv(cfg *serveConfig) error {
 	str("BROKER_LISTEN", &cfg.Listen)
 	str("BROKER_STATE_DIR", &cfg.StateDir)
 	str("BROKER_TOKEN_FILE", &cfg.TokenFile)
+	str("BROKER_IDENTITY", &cfg.Identity)
 	str("BROKER_LOG_LEVEL", &cfg.LogLevel)
 	if v := c.Getenv("BROKER_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -188,6 +195,7 @@ func bindFlags(fs *flag.FlagSet) *serveFlags {
 	fs.StringVar(&f.cfg.Listen, "listen", "", "listen address (default $BROKER_LISTEN or 127.0.0.1:8722)")
 	fs.StringVar(&f.cfg.StateDir, "state-dir", "", "state directory (default $BROKER_STATE_DIR, $XDG_STATE_HOME/wsbroker or ~/.local/state/wsbroker)")
 	fs.StringVar(&f.cfg.TokenFile, "token-file", "", "bearer token file, created when missing (default $BROKER_TOKEN_FILE or <state dir>/token)")
+	fs.StringVar(&f.cfg.Identity, "identity", "", "this broker's name on a shared container engine; replicas sharing workspaces share it (default $BROKER_IDENTITY or a random one kept in <state dir>/identity)")
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default $BROKER_LOG_LEVEL or info)")
 	fs.DurationVar(&f.cfg.ShutdownGrace, "shutdown-grace", 0, "time in-flight requests get to finish on SIGINT/SIGTERM (default 10s)")
 	fs.Int64Var(&f.cfg.MaxUploadBytes, "max-upload-bytes", 0, "largest file upload accepted (default 256 MiB)")
@@ -210,6 +218,8 @@ func (f *serveFlags) apply(fs *flag.FlagSet, cfg *serveConfig) {
 			cfg.StateDir = f.cfg.StateDir
 		case "token-file":
 			cfg.TokenFile = f.cfg.TokenFile
+		case "identity":
+			cfg.Identity = f.cfg.Identity
 		case "log-level":
 			cfg.LogLevel = f.cfg.LogLevel
 		case "shutdown-grace":

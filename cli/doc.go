@@ -37,6 +37,7 @@
 //	listen: 127.0.0.1:8722
 //	stateDir: /var/lib/wsbroker
 //	tokenFile: /etc/wsbroker/token   # default <stateDir>/token
+//	identity: wsb-3f9a0c12d4e5       # default a random one kept in <stateDir>/identity
 //	logLevel: info                   # debug, info, warn, error
 //	shutdownGrace: 10s
 //	maxUploadBytes: 268435456

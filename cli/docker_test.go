@@ -151,3 +151,32 @@ func TestServeDockerBackendReachesEngine(t *testing.T) {
 		t.Fatalf("write over sftp: %v", err)
 	}
 }
+
+// TestBrokerIdentity: without a configured identity, serve makes one and
+// keeps it in the state directory, so a restart adopts its own
+// workspaces; a configured one wins; a bad one stops the docker backend.
+func TestBrokerIdentity(t *testing.T) {
+	dir := t.TempDir()
+	c := &CLI{Stderr: &strings.Builder{}, Getenv: envMap(map[string]string{"HOME": dir})}
+	cfg := serveConfig{StateDir: filepath.Join(dir, "state"), TokenFile: filepath.Join(dir, "state", "token")}
+	first := cfg
+	if err := c.prepareState(&first); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.Identity, "wsb-") || len(first.Identity) != 16 {
+		t.Fatalf("made identity %q, want wsb- and 12 hex digits", first.Identity)
+	}
+	second := cfg
+	if err := c.prepareState(&second); err != nil || second.Identity != first.Identity {
+		t.Fatalf("after a restart: %q, %v; want %q", second.Identity, err, first.Identity)
+	}
+	named := cfg
+	named.Identity = "replicas-a"
+	if err := c.prepareState(&named); err != nil || named.Identity != "replicas-a" {
+		t.Fatalf("configured identity became %q, %v", named.Identity, err)
+	}
+	_, _, err := serveBackends(t, "identity: \"bad identity\"\ndocker: {}\n")
+	if err == nil || !strings.Contains(err.Error(), "identity") {
+		t.Fatalf("a bad identity: %v, want the docker backend refusing it", err)
+	}
+}

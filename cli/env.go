@@ -59,29 +59,47 @@ func readToken(path string) (string, error) {
 // ensureToken returns the token in path, creating it (random, mode 0600)
 // when the file does not exist; created reports that it was made now.
 func ensureToken(path string) (tok string, created bool, err error) {
-	tok, err = readToken(path)
+	return ensureRandomFile(path, "", 32)
+}
+
+// identityFileName keeps the broker's identity in the state directory
+// when the configuration names none.
+const identityFileName = "identity"
+
+// ensureIdentity returns the broker identity kept in path, creating one
+// ("wsb-" and 12 random hex digits) when the file does not exist.
+func ensureIdentity(path string) (string, error) {
+	id, _, err := ensureRandomFile(path, "wsb-", 6)
+	return id, err
+}
+
+// ensureRandomFile returns the value in path, creating it (prefix and n
+// random bytes in hex, mode 0600) when the file does not exist; created
+// reports that it was made now.
+func ensureRandomFile(path, prefix string, n int) (val string, created bool, err error) {
+	val, err = readToken(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return tok, false, err
+		return val, false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", false, err
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
 		return "", false, err
 	}
-	tok = hex.EncodeToString(b[:])
+	val = prefix + hex.EncodeToString(b)
 	// O_EXCL: two brokers starting at once must not overwrite each other's
-	// token; the loser reads the winner's.
+	// value; the loser reads the winner's.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		tok, err = readToken(path)
-		return tok, false, err
+		val, err = readToken(path)
+		return val, false, err
 	}
 	if err != nil {
 		return "", false, err
 	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
+	if _, err := f.WriteString(val + "\n"); err != nil {
 		f.Close()
 		os.Remove(path)
 		return "", false, err
@@ -90,7 +108,7 @@ func ensureToken(path string) (tok string, created bool, err error) {
 		os.Remove(path)
 		return "", false, err
 	}
-	return tok, true, nil
+	return val, true, nil
 }
 
 // clientFlags are the flags every client subcommand takes.

@@ -38,7 +38,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newServeLogger(cfg, c.Stderr)
-	if err := c.prepareState(cfg); err != nil {
+	if err := c.prepareState(&cfg); err != nil {
 		return err
 	}
 	reg, watched, err := buildTenants(cfg, c.configFile(f))
@@ -92,7 +92,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		}
 		return buildTenants(fresh, c.configFile(f))
 	}, logger)
-	logger.Info("broker starting", "listen", ln.Addr().String(), "state_dir", cfg.StateDir,
+	logger.Info("broker starting", "listen", ln.Addr().String(), "identity", cfg.Identity, "state_dir", cfg.StateDir,
 		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)))
 	c.printNextStep(cfg, ln.Addr(), tlsCfg != nil)
 	return serveUntilStopped(ctx, srv, ln, logger)
@@ -107,9 +107,16 @@ func newServeLogger(cfg serveConfig, stderr io.Writer) *slog.Logger {
 
 // prepareState makes the state directory and, without tenants, the token
 // file, printing a new token once.
-func (c *CLI) prepareState(cfg serveConfig) error {
+func (c *CLI) prepareState(cfg *serveConfig) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
+	}
+	if cfg.Identity == "" {
+		id, err := ensureIdentity(filepath.Join(cfg.StateDir, identityFileName))
+		if err != nil {
+			return fmt.Errorf("broker identity: %w", err)
+		}
+		cfg.Identity = id
 	}
 	if cfg.tenants() != nil {
 		return nil
@@ -230,7 +237,9 @@ func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backen
 		closers = append(closers, sb)
 	}
 	if cfg.Docker != nil {
-		db, err := docker.New(*cfg.Docker, logger)
+		dc := *cfg.Docker
+		dc.Identity = cfg.Identity
+		db, err := docker.New(dc, logger)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("docker backend: %w", err)

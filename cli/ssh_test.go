@@ -72,6 +72,9 @@ func serveBackends(t *testing.T, file string, flags ...string) (serveConfig, map
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := c.prepareState(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	backends, closeAll, err := newBackends(cfg, testutil.Logger(t))
 	if err == nil {
 		t.Cleanup(closeAll)

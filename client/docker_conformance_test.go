@@ -21,6 +21,7 @@ func TestConformanceDockerOverHTTP(t *testing.T) {
 	testutil.RequireDocker(t)
 	testutil.RequireImage(t, docker.DefaultImage)
 	cfg := docker.NewConfig()
+	cfg.Identity = testutil.BrokerIdentity
 	cfg.KillGrace = 500 * time.Millisecond
 	overhttp.Run(t, overhttp.Options{Backend: func(t *testing.T) (opsapi.Backend, error) {
 		return docker.New(cfg, testutil.Logger(t))

@@ -26,6 +26,7 @@ func TestDockerEndpoints(t *testing.T) {
 		t.Fatalf("building wsb-sftp-server: %v\n%s", err, out)
 	}
 	cfg := docker.NewConfig()
+	cfg.Identity = testutil.BrokerIdentity
 	cfg.SFTPServerBinary = bin
 	cfg.KillGrace = 500 * time.Millisecond
 	db, err := docker.New(cfg, testutil.Logger(t))

@@ -64,7 +64,7 @@ func (cw *clientWorkspaces) list(t *tenant.Tenant) (*sdk.CallToolResult, any, er
 	cw.mu.Lock()
 	current := cw.current
 	cw.mu.Unlock()
-	infos := cw.s.svc.List(t.Name)
+	infos := cw.s.svc.List(t)
 	out := make([]WorkspaceEntry, 0, len(infos))
 	for _, i := range infos {
 		out = append(out, entryOf(i, current))

@@ -90,6 +90,13 @@ type Rediscoverer interface {
 	List(ctx context.Context) (map[string]Workspace, error)
 }
 
+// OwnerReporter is an optional ability of a Workspace: the owner its
+// engine holds with it (WorkspaceSpec.Owner at create), "" when none was
+// recorded.
+type OwnerReporter interface {
+	Owner() string
+}
+
 // Pinger is an optional ability of a Backend: whether what it depends on
 // (a container engine, a remote host) answers now, for the broker's
 // readiness. A backend without it is always ready.

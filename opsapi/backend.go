@@ -13,6 +13,11 @@ type WorkspaceSpec struct {
 	// and limits for docker); nil means the backend's defaults. Unknown
 	// fields are ErrInvalid.
 	Options json.RawMessage
+	// Owner is the tenant the workspace is made for. A backend whose engine
+	// can hold it with the workspace (a container label) keeps it there, so
+	// a broker that lost its own record still knows the owner
+	// (OwnerReporter).
+	Owner string
 }
 
 // Backend creates workspaces of one kind (local, docker, ssh).

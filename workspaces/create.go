@@ -58,13 +58,22 @@ func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	id := newID()
-	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: id, Options: options})
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: id, Options: options, Owner: t.Name})
 	if err != nil {
 		return Info{}, fmt.Errorf("creating a %s workspace: %w", backend, err)
 	}
+	// An owner that is not on disk could be lost at the next restart, and
+	// the workspace handed to whoever adopts it then: no record, no
+	// workspace.
 	if err := s.owners.set(id, t.Name); err != nil {
-		s.logger.Error("recording the workspace's owner failed; it will belong to the first tenant after a restart",
-			"workspace", id, "tenant", t.Name, "err", err)
+		s.logger.Error("recording the workspace's owner failed; removing the workspace", "workspace", id,
+			"tenant", t.Name, "err", err)
+		if d, ok := opsapi.As[opsapi.Destroyer](ws); ok {
+			if derr := d.Destroy(ctx); derr != nil {
+				s.logger.Error("removing a workspace whose owner was not recorded", "workspace", id, "err", derr)
+			}
+		}
+		return Info{}, opsapi.E("create", "", opsapi.ErrUnavailable, fmt.Errorf("recording the owner of workspace %s: %w", id, err))
 	}
 	w := s.add(id, backend, t.Name, ws, time.Now())
 	notesFrom(ctx).Workspace(id)

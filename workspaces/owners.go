@@ -44,10 +44,12 @@ func (o *ownerStore) get(id string) (string, bool) {
 }
 
 // set records (or with tenant "" forgets) an owner and saves the file
-// atomically.
+// durably (written, synced, renamed over the old one). When the file
+// cannot be saved, the record is as it was before the call.
 func (o *ownerStore) set(id, tenantName string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	old, had := o.m[id]
 	if tenantName == "" {
 		delete(o.m, id)
 	} else {
@@ -56,16 +58,41 @@ func (o *ownerStore) set(id, tenantName string) error {
 	if o.path == "" {
 		return nil
 	}
-	b, _ := json.MarshalIndent(o.m, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
-		return fmt.Errorf("owners file: %w", err)
-	}
-	tmp := o.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("owners file: %w", err)
-	}
-	if err := os.Rename(tmp, o.path); err != nil {
+	if err := o.save(); err != nil {
+		if had {
+			o.m[id] = old
+		} else {
+			delete(o.m, id)
+		}
 		return fmt.Errorf("owners file: %w", err)
 	}
 	return nil
+}
+
+// save writes the map to a temporary file, syncs it and renames it over
+// the file: a crash leaves the old file or the new one, never a torn one.
+func (o *ownerStore) save() error {
+	b, _ := json.MarshalIndent(o.m, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
+		return err
+	}
+	tmp := o.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, o.path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

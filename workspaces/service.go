@@ -201,15 +201,30 @@ func (s *Service) rediscover() error {
 			if c, ok := opsapi.As[opsapi.CreationTimer](ws); ok {
 				created = c.CreatedAt()
 			}
-			owner, ok := s.owners.get(id)
-			if !ok {
-				owner = s.reg.Load().First().Name
-			}
+			owner := s.ownerOf(id, ws)
 			s.add(id, name, owner, ws, created)
-			s.logger.Info("workspace rediscovered", "workspace", id, "backend", name, "root", ws.Root())
+			s.logger.Info("workspace rediscovered", "workspace", id, "backend", name, "root", ws.Root(), "tenant", owner)
 		}
 	}
 	return nil
+}
+
+// ownerOf is the owner of a rediscovered workspace: the owners file's,
+// else the one its engine holds (a label), else the only tenant when
+// there is just one. Otherwise none: a workspace whose owner is unknown
+// belongs to no tenant, and only an admin tenant sees it (to delete it).
+func (s *Service) ownerOf(id string, ws opsapi.Workspace) string {
+	if owner, ok := s.owners.get(id); ok {
+		return owner
+	}
+	if r, ok := opsapi.As[opsapi.OwnerReporter](ws); ok && r.Owner() != "" {
+		return r.Owner()
+	}
+	if all := s.reg.Load().Tenants(); len(all) == 1 {
+		return all[0].Name
+	}
+	s.logger.Warn("rediscovered a workspace whose owner is unknown; only an admin tenant can see and delete it", "workspace", id)
+	return ""
 }
 
 func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created time.Time) *Workspace {
@@ -242,7 +257,7 @@ func (s *Service) Lookup(ctx context.Context, t *tenant.Tenant, id string) (*Wor
 	s.mu.RLock()
 	w, ok := s.workspaces[id]
 	s.mu.RUnlock()
-	if !ok || t == nil || w.tenant != t.Name {
+	if !ok || !reaches(t, w) {
 		if ok {
 			notes := notesFrom(ctx)
 			notes.Deny("tenant", "workspace belongs to another tenant")
@@ -279,12 +294,19 @@ func (s *Service) readd(w *Workspace) {
 	s.obs.WorkspacesChanged(w.backend, 1)
 }
 
-// List describes the tenant's workspaces, oldest first.
-func (s *Service) List(tenantName string) []Info {
+// reaches reports whether t may use w: its owner, or an admin tenant for
+// a workspace whose owner is unknown.
+func reaches(t *tenant.Tenant, w *Workspace) bool {
+	return t != nil && (w.tenant == t.Name || w.tenant == "" && t.Admin)
+}
+
+// List describes the workspaces t reaches, oldest first: its own, and
+// for an admin tenant those whose owner is unknown.
+func (s *Service) List(t *tenant.Tenant) []Info {
 	s.mu.RLock()
 	out := make([]Info, 0, len(s.workspaces))
 	for _, w := range s.workspaces {
-		if w.tenant == tenantName {
+		if reaches(t, w) {
 			out = append(out, w.Info())
 		}
 	}

@@ -478,6 +478,7 @@ func TestNewChecksTheInjectedBinary(t *testing.T) {
 	testutil.RequireCommand(t, "sh")
 	for _, bin := range []string{"/bin/sh", filepath.Join(t.TempDir(), "missing")} {
 		cfg := docker.NewConfig()
+		cfg.Identity = testutil.BrokerIdentity
 		cfg.SFTPServerBinary = bin
 		if _, err := docker.New(cfg, testutil.Logger(t)); !errors.Is(err, opsapi.ErrInvalid) {
 			t.Errorf("sftpServerBinary %s: %v, want ErrInvalid", bin, err)
@@ -537,6 +538,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	testutil.RequireImage(t, testImage)
 	before := runtime.NumGoroutine()
 	cfg := docker.NewConfig()
+	cfg.Identity = testutil.BrokerIdentity
 	cfg.SFTPServerBinary = sftpBinary
 	cfg.IdleTTL = time.Hour
 	b, err := docker.New(cfg, testutil.Logger(t))
@@ -616,4 +618,64 @@ func TestOOMIsReported(t *testing.T) {
 	if err != nil || res.OOMKilled || res.ExitCode != 0 {
 		t.Fatalf("the next command: %+v, %v", res, err)
 	}
+}
+
+// TestBrokersSharingAnEngine: two brokers on one engine (two identities)
+// never adopt each other's workspaces nor remove each other's orphaned
+// volumes; a broker that lost its own records finds its workspaces and
+// their owners on the engine. Before identities, List took every
+// container labelled wsbroker.managed.
+func TestBrokersSharingAnEngine(t *testing.T) {
+	b1 := newBackend(t)
+	created, err := b1.Create(t.Context(), opsapi.WorkspaceSpec{ID: newID(t), Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := created.(*docker.Workspace)
+	t.Cleanup(func() { _ = ws.Destroy(context.Background()) })
+	labels := inspectContainer(t, ws.ContainerID()).Config.Labels
+	if labels[docker.LabelBroker] != testutil.BrokerIdentity || labels[docker.LabelOwner] != "alice" {
+		t.Errorf("labels %v, want broker %s and owner alice", labels, testutil.BrokerIdentity)
+	}
+	// An orphaned volume of the first broker, old enough to be removed.
+	orphan := "wsbroker-" + newID(t)
+	if out, err := dockerCLI(t, "volume", "create", "--label", docker.LabelManaged+"=1",
+		"--label", docker.LabelWorkspace+"="+strings.TrimPrefix(orphan, "wsbroker-"),
+		"--label", docker.LabelCreatedAt+"="+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano),
+		"--label", docker.LabelBroker+"="+testutil.BrokerIdentity, orphan); err != nil {
+		t.Fatal(out)
+	}
+	t.Cleanup(func() { _, _ = dockerCLI(t, "volume", "rm", "-f", orphan) })
+
+	other := newBackend(t, func(c *docker.Config) { c.Identity = "other-" + testutil.BrokerIdentity })
+	found, err := other.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := found[ws.ID()]; ok {
+		t.Errorf("another broker adopted %s", ws.ID())
+	}
+	if _, err := dockerCLI(t, "volume", "inspect", orphan); err != nil {
+		t.Errorf("another broker removed the first one's orphaned volume")
+	}
+
+	again := newBackend(t)
+	found, err = again.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := found[ws.ID()].(*docker.Workspace)
+	if !ok || got.Owner() != "alice" {
+		t.Fatalf("the first broker's restart found %v (owner %q), want %s owned by alice", ok, ownerOf(got), ws.ID())
+	}
+	if _, err := dockerCLI(t, "volume", "inspect", orphan); err == nil {
+		t.Errorf("the first broker did not remove its own orphaned volume")
+	}
+}
+
+func ownerOf(w *docker.Workspace) string {
+	if w == nil {
+		return ""
+	}
+	return w.Owner()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,13 @@ import (
 // (WritableRootfs, AllowNewPrivileges, CapAdd, SeccompProfile), never one
 // that must be remembered to turn on.
 type Config struct {
+	// Identity names the broker (or the group of replicas that share
+	// workspaces) this backend works for. Every container and volume it
+	// makes carries it (LabelBroker), and it lists, adopts, starts,
+	// expires and removes only what carries it, so brokers sharing an
+	// engine never touch each other's workspaces. Required; the broker
+	// sets it from its top-level identity setting.
+	Identity string `json:"-" yaml:"-"`
 	// Host is the engine's address: "unix:///var/run/docker.sock"
 	// (default) or "tcp://host:2376". DOCKER_HOST is not read: the broker
 	// talks to the engine its configuration names.
@@ -110,6 +118,10 @@ type Config struct {
 	// in the container; see package execconf.
 	execconf.Exec `yaml:",inline"`
 }
+
+// validIdentity is the form of a broker identity: a label value that
+// reads well in `docker ps --filter`.
+var validIdentity = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
 // Defaults.
 const (
@@ -217,6 +229,9 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !validIdentity.MatchString(c.Identity) {
+		add("identity %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", c.Identity)
+	}
 	if _, err := client.ParseHostURL(c.Host); err != nil {
 		add("host %q: %w", c.Host, err)
 	}

@@ -35,6 +35,8 @@ const (
 	LabelWorkspace = "wsbroker.workspace"  // the workspace ID
 	LabelCreatedAt = "wsbroker.created-at" // RFC 3339, UTC
 	LabelRoot      = "wsbroker.root"       // the workspace directory
+	LabelBroker    = "wsbroker.broker"     // Config.Identity of the broker that made it
+	LabelOwner     = "wsbroker.owner"      // the owning tenant (WorkspaceSpec.Owner)
 )
 
 // namePrefix starts the name of every container and volume.
@@ -350,6 +352,10 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		LabelWorkspace: ws.ID,
 		LabelCreatedAt: created.Format(time.RFC3339Nano),
 		LabelRoot:      b.cfg.WorkspaceDir,
+		LabelBroker:    b.cfg.Identity,
+	}
+	if ws.Owner != "" {
+		labels[LabelOwner] = ws.Owner
 	}
 	if err := b.checkFree(ctx, op, ws.ID, name); err != nil {
 		return nil, err
@@ -373,7 +379,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		b.removeFailed(ws.ID, name)
 		return nil, engineErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, resp.ID, b.cfg.WorkspaceDir, created)
+	w := b.adopt(ws.ID, resp.ID, ws.Owner, b.cfg.WorkspaceDir, created)
 	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
 	return w, nil
@@ -537,13 +543,14 @@ func isNumber(s string) bool {
 }
 
 // adopt returns the backend's Workspace for id, making it when new.
-func (b *Backend) adopt(id, cid, root string, created time.Time) *Workspace {
+func (b *Backend) adopt(id, cid, owner, root string, created time.Time) *Workspace {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.workspaces[id]; ok && w.cid == cid && !w.destroyed.Load() {
 		return w
 	}
 	w := newWorkspace(b, id, cid, root, created)
+	w.owner = owner
 	b.workspaces[id] = w
 	return w
 }
@@ -566,15 +573,17 @@ func (b *Backend) usable() error {
 	return nil
 }
 
-// List finds every workspace container of the engine by its labels (after
-// a broker restart), starting those that are stopped. Volumes left by a
-// create that never finished are removed once they are old enough.
+// List finds the workspace containers this broker made (its Identity
+// label) after a restart, starting those that are stopped. Volumes left by
+// a create that never finished are removed once they are old enough.
+// Another broker's workspaces on the same engine are left alone.
 func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
 	const op = "docker.List"
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=1"))
+	b.noteOthers(ctx)
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=1"), filters.Arg("label", LabelBroker+"="+b.cfg.Identity))
 	list, err := b.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, engineErr(op, "", err)
@@ -600,7 +609,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !path.IsAbs(root) || underProc(root) {
 			root = b.cfg.WorkspaceDir
 		}
-		out[id] = b.adopt(id, c.ID, path.Clean(root), created)
+		out[id] = b.adopt(id, c.ID, c.Labels[LabelOwner], path.Clean(root), created)
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {
@@ -622,6 +631,26 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		}
 	}
 	return out, nil
+}
+
+// noteOthers logs how many workspace containers on the engine belong to
+// other brokers (or predate identities), which List leaves alone.
+func (b *Backend) noteOthers(ctx context.Context) {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=1"))
+	all, err := b.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, c := range all {
+		if c.Labels[LabelBroker] != b.cfg.Identity {
+			n++
+		}
+	}
+	if n > 0 {
+		b.logger.Info("workspace containers of other brokers (or from before broker identities) are left alone",
+			"count", n, "identity", b.cfg.Identity)
+	}
 }
 
 // reap destroys workspaces idle for longer than ttl, until Close.

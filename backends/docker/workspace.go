@@ -29,6 +29,7 @@ type Workspace struct {
 	b       *Backend
 	id      string
 	cid     string // container ID
+	owner   string // the owning tenant, from LabelOwner
 	root    string
 	created time.Time
 	logger  *slog.Logger
@@ -71,6 +72,9 @@ func (w *Workspace) Root() string { return w.root }
 // CreatedAt is when the workspace was created, kept in the container's
 // labels so that it survives a broker restart.
 func (w *Workspace) CreatedAt() time.Time { return w.created }
+
+// Owner is the tenant the container's LabelOwner names (opsapi.OwnerReporter).
+func (w *Workspace) Owner() string { return w.owner }
 
 // ContainerID is the engine's ID of the workspace's container.
 func (w *Workspace) ContainerID() string { return w.cid }

@@ -127,6 +127,7 @@ func TestDocker(t *testing.T) {
 	testutil.RequireDocker(t)
 	testutil.RequireImage(t, "wsbroker/workspace:current")
 	cfg := docker.NewConfig()
+	cfg.Identity = testutil.BrokerIdentity
 	cfg.SFTPServerBinary = sftpBinary(t)
 	cfg.KillGrace = grace
 	cfg.Memory = memLimit

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,3 +146,8 @@ func dockerCLI(args ...string) error {
 	}
 	return nil
 }
+
+// BrokerIdentity is this test process's docker backend identity: test
+// packages sharing one engine at once never adopt, expire or remove each
+// other's workspaces, as two brokers would not.
+var BrokerIdentity = "test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
