@@ -30,7 +30,7 @@ type Server struct {
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
-	return wire.WorkspaceInfo{ID: i.ID, Backend: i.Backend, Root: i.Root, CreatedAt: i.CreatedAt}
+	return wire.WorkspaceInfo{ID: i.ID, Backend: i.Backend, Root: i.Root, CreatedAt: i.CreatedAt, Gone: i.Gone}
 }
 
 // New builds a Server over backends, keyed by registry name, and adopts the

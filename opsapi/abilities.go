@@ -97,6 +97,14 @@ type OwnerReporter interface {
 	Owner() string
 }
 
+// GoneReporter is an optional ability of a Workspace: whether its sandbox
+// vanished behind the broker's back (a container removed with the engine's
+// own tools, a directory or host gone). Gone says why, "" while it is
+// there. Such a workspace can only be deleted.
+type GoneReporter interface {
+	Gone() string
+}
+
 // Pinger is an optional ability of a Backend: whether what it depends on
 // (a container engine, a remote host) answers now, for the broker's
 // readiness. A backend without it is always ready.

@@ -21,6 +21,10 @@ type WorkspaceInfo struct {
 	// Root is the absolute POSIX path relative paths resolve against.
 	Root      string    `json:"root"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Gone, when set, says why the workspace's sandbox vanished behind the
+	// broker's back (e.g. its container was removed with the engine's own
+	// tools): calls answer not_found, and it can only be deleted.
+	Gone string `json:"gone,omitempty"`
 }
 
 // WorkspaceList is the body of GET /v1/workspaces.

@@ -15,6 +15,9 @@ import (
 // says what timeout a command runs with. The returned context carries the
 // admission to the Guard's operations.
 func (s *Service) admit(ctx context.Context, w *Workspace, c policy.Call) (context.Context, policy.Decision, error) {
+	if why := w.gone(); why != "" {
+		return ctx, policy.Decision{}, goneError{id: w.id, why: why}
+	}
 	ctx, d, err := w.guard.Admit(ctx, c)
 	if err != nil {
 		return ctx, d, err
@@ -28,6 +31,16 @@ func (s *Service) admit(ctx context.Context, w *Workspace, c policy.Call) (conte
 	}
 	return ctx, d, nil
 }
+
+// goneError is the error of a call into a workspace whose sandbox vanished
+// behind the broker's back: ErrNotFound, saying why.
+type goneError struct{ id, why string }
+
+func (e goneError) Error() string {
+	return fmt.Sprintf("workspace %s is gone (%s); it can only be deleted", e.id, e.why)
+}
+
+func (e goneError) Unwrap() error { return ErrNotFound }
 
 // unsupported is the error for an operation the workspace does not serve.
 func unsupported(w *Workspace, op string) error {

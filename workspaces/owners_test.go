@@ -161,3 +161,62 @@ func TestCreateFailsWhenTheOwnerCannotBeRecorded(t *testing.T) {
 		t.Errorf("%d workspace directories before the failed create, %d after", before, after)
 	}
 }
+
+// vanishing is a local workspace whose sandbox can vanish, as a docker
+// container removed with the engine's own tools does.
+type vanishing struct {
+	*local.Workspace
+	why string
+}
+
+func (v *vanishing) Gone() string { return v.why }
+
+// TestGoneWorkspace: a workspace whose sandbox vanished says so in its
+// info; raw operations answer ErrNotFound saying why, tool calls an error
+// result saying the same; delete still works.
+func TestGoneWorkspace(t *testing.T) {
+	b := localBackend(t)
+	const id = "ws_vanishingworkspace00000"
+	ws, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &vanishing{Workspace: ws.(*local.Workspace)}
+	reg := ownersRegistry(t)
+	svc, err := workspaces.New(workspaces.Config{Backends: map[string]opsapi.Backend{"local": relisted{b, map[string]opsapi.Workspace{id: labelledOps{v, "alice"}}}},
+		DefaultBackend: "local", Tenants: reg}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	w, err := svc.Lookup(t.Context(), reg.Lookup("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ReadDir(t.Context(), w, "."); err != nil || w.Info().Gone != "" {
+		t.Fatalf("before it vanished: %v, gone %q", err, w.Info().Gone)
+	}
+	v.why = "its container was removed outside the broker"
+	if got := w.Info().Gone; got != v.why {
+		t.Errorf("info says gone %q, want %q", got, v.why)
+	}
+	_, err = svc.ReadDir(t.Context(), w, ".")
+	want := "workspace " + id + " is gone (its container was removed outside the broker); it can only be deleted"
+	if !errors.Is(err, workspaces.ErrNotFound) || err.Error() != want {
+		t.Errorf("ReadDir: %v, want ErrNotFound %q", err, want)
+	}
+	if res := svc.RunTool(t.Context(), w, 1, "ls", []byte(`{}`), nil); !res.IsError || res.Content[0].Text != want {
+		t.Errorf("ls: %+v, want the error %q", res, want)
+	}
+	if err := svc.Delete(t.Context(), w); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+}
+
+// labelledOps is a full workspace whose engine holds its owner.
+type labelledOps struct {
+	*vanishing
+	owner string
+}
+
+func (l labelledOps) Owner() string { return l.owner }

@@ -82,6 +82,9 @@ type Info struct {
 	Backend   string
 	Root      string
 	CreatedAt time.Time
+	// Gone says why the workspace's sandbox vanished behind the broker's
+	// back (opsapi.GoneReporter), "" while it is there.
+	Gone string
 }
 
 // ID is the workspace's id.
@@ -95,7 +98,15 @@ func (w *Workspace) Tenant() string { return w.tenant }
 
 // Info describes the workspace; CreatedAt is in UTC.
 func (w *Workspace) Info() Info {
-	return Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC()}
+	return Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC(), Gone: w.gone()}
+}
+
+// gone says why the workspace's sandbox vanished, "" while it is there.
+func (w *Workspace) gone() string {
+	if g, ok := opsapi.As[opsapi.GoneReporter](w.ws); ok {
+		return g.Gone()
+	}
+	return ""
 }
 
 // HasTool reports whether the workspace serves the named tool.

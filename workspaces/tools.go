@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -76,6 +77,8 @@ func (s *Service) decideAndRun(ctx context.Context, w *Workspace, red *policy.Re
 	ctx, d, err := s.admit(ctx, w, policy.Call{Tool: name, Read: acc.Read, Write: acc.Write,
 		Command: acc.Command, HasCommand: acc.HasCommand, Timeout: acc.Timeout})
 	switch {
+	case errors.As(err, new(goneError)):
+		return tools.ErrorResult(err.Error())
 	case err != nil && d.Rule == "quota":
 		return tools.ErrorResult("Blocked by quota: " + d.Reason)
 	case err != nil:

@@ -679,3 +679,27 @@ func ownerOf(w *docker.Workspace) string {
 	}
 	return w.Owner()
 }
+
+// TestContainerRemovedBehindTheBrokersBack: a workspace whose container
+// was removed with the engine's own tools says it is gone, in the broker's
+// words (the engine's "No such container" used to reach the client as an
+// unavailable engine), and can still be deleted.
+func TestContainerRemovedBehindTheBrokersBack(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	sh(t, ws, "true")
+	if out, err := dockerCLI(t, "rm", "-f", ws.ContainerID()); err != nil {
+		t.Fatal(out)
+	}
+	_, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "true"})
+	if !errors.Is(err, opsapi.ErrNotExist) || !strings.Contains(err.Error(), "is gone: its container was removed outside the broker") ||
+		strings.Contains(err.Error(), "No such container") {
+		t.Fatalf("Exec in a removed container: %v", err)
+	}
+	if ws.Gone() == "" {
+		t.Error("Gone is empty after the container vanished")
+	}
+	if err := ws.Destroy(t.Context()); err != nil {
+		t.Fatalf("Destroy after the container vanished: %v", err)
+	}
+}

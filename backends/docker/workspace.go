@@ -43,6 +43,7 @@ type Workspace struct {
 	inflight  atomic.Int64
 	destroyed atomic.Bool
 	reason    atomic.Value // string: why the workspace is gone
+	vanished  atomic.Value // string: why its container is gone, set once
 	oomPath   atomic.Value // string: the OOM counter file that answered
 }
 
@@ -107,15 +108,30 @@ func (w *Workspace) gone(op, p string) error {
 }
 
 // engineErr classifies an engine error of an operation inside the
-// workspace: its container missing means the workspace is unavailable.
+// workspace. Its container missing means it was removed behind the
+// broker's back: the workspace is gone (GoneReporter), and the error says
+// so in the broker's words, not the engine's.
 func (w *Workspace) engineErr(op string, err error) error {
 	if err := w.gone(op, ""); err != nil {
 		return err
 	}
 	if cerrdefs.IsNotFound(err) {
-		return opsapi.E(op, w.id, opsapi.ErrUnavailable, fmt.Errorf("workspace container: %w", err))
+		w.vanished.CompareAndSwap(nil, vanishedReason)
+		w.logger.Warn("the workspace's container is gone", "container", w.cid, "err", err)
+		return opsapi.E(op, w.id, opsapi.ErrNotExist, fmt.Errorf("workspace %s is gone: %s", w.id, vanishedReason))
 	}
 	return engineErr(op, w.id, err)
+}
+
+// vanishedReason is what Gone says of a container removed outside the
+// broker.
+const vanishedReason = "its container was removed outside the broker"
+
+// Gone says why the workspace's container is no longer there, "" while it
+// is (opsapi.GoneReporter).
+func (w *Workspace) Gone() string {
+	r, _ := w.vanished.Load().(string)
+	return r
 }
 
 // files is the workspace's SFTP-backed file operations, made at the first

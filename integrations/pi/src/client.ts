@@ -22,6 +22,8 @@ export interface WorkspaceInfo {
 	backend: string;
 	root: string;
 	createdAt: string;
+	/** Why the workspace's sandbox vanished behind the broker's back; absent while it is there. */
+	gone?: string;
 }
 
 /** opsapi.FileInfo on the wire, with GET /stat's mime (wire.StatResponse). */
