@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -179,4 +180,25 @@ func TestBrokerIdentity(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "identity") {
 		t.Fatalf("a bad identity: %v, want the docker backend refusing it", err)
 	}
+}
+
+// TestOneBrokerPerStateDirectory: a second broker on a state directory in
+// use is refused with a message naming the first one's pid; once the
+// first lets go, the directory can be taken again.
+func TestOneBrokerPerStateDirectory(t *testing.T) {
+	dir := t.TempDir()
+	release, err := lockState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockState(dir)
+	if err == nil || !strings.Contains(err.Error(), "in use by another broker (pid "+strconv.Itoa(os.Getpid())+")") {
+		t.Fatalf("second lock: %v, want the directory in use by pid %d", err, os.Getpid())
+	}
+	release()
+	again, err := lockState(dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
 }

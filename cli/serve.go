@@ -41,6 +41,11 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err := c.prepareState(&cfg); err != nil {
 		return err
 	}
+	unlock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	reg, watched, err := buildTenants(cfg, c.configFile(f))
 	if err != nil {
 		return err

@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
@@ -234,8 +233,9 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	return ws, nil
 }
 
-// List finds the workspaces that exist in StateDir, e.g. after a restart,
-// so that they can be used or destroyed again. It also removes the
+// List finds the workspaces that exist in StateDir after a restart, so
+// that they can be used or destroyed again; it is meant to run at start,
+// before any write. It also removes the
 // temporary files of writes a crash interrupted (see
 // Workspace.removeStaleTemps), which walks each workspace once.
 func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
@@ -465,13 +465,11 @@ func lookPath(name string) (string, error) { return exec.LookPath(name) }
 // tempPattern matches WriteFile's temporary names.
 var tempPattern = regexp.MustCompile(`^\..+\.tmp-[0-9a-f]{16}$`)
 
-// staleAfter is how long a temporary file must have been left alone before
-// it counts as abandoned: a write in progress keeps touching its file.
-const staleAfter = time.Minute
-
 // removeStaleTemps deletes WriteFile temporaries that a crash left behind
-// (regular files named .<name>.tmp-<16 hex> untouched for staleAfter). The
-// walk never follows links and every removal goes through the root.
+// (regular files named .<name>.tmp-<16 hex>), however recent: it runs at
+// start (List), and one broker holds a state directory (the broker locks
+// it), so none can belong to a write in progress. The walk never follows
+// links and every removal goes through the root.
 func (w *Workspace) removeStaleTemps(ctx context.Context) int {
 	n := 0
 	_ = filepath.WalkDir(w.root, func(p string, d fs.DirEntry, err error) error {
@@ -479,9 +477,6 @@ func (w *Workspace) removeStaleTemps(ctx context.Context) int {
 			return ctx.Err()
 		}
 		if !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) {
-			return nil
-		}
-		if fi, err := d.Info(); err != nil || time.Since(fi.ModTime()) < staleAfter {
 			return nil
 		}
 		rel, err := filepath.Rel(w.root, p)
