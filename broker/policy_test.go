@@ -515,3 +515,61 @@ func TestMaxTimeoutAppliesToCommandsWithout(t *testing.T) {
 		t.Fatalf("exec without a timeout: %s", data)
 	}
 }
+
+// TestPolicyDecidesOnWhatAPathReallyIs: rules are matched against the
+// path as given and against where its links lead, for tools and raw
+// routes alike. Each of these went through before: grep of a link to a
+// denied file, ls and find of a link to a denied directory, stat of a
+// link (its size is the target's), a listing naming a link to a denied
+// file, and mkdir through a link into a write-denied tree.
+func TestPolicyDecidesOnWhatAPathReallyIs(t *testing.T) {
+	tc, ws := policyTenancy(t)
+	for link, target := range map[string]string{"src/envlink": "../.env", "src/privlink": "../private", "src/out": "../private"} {
+		if err := os.Symlink(target, hostPath(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := tc.tool(ws, "grep", map[string]any{"pattern": "SECRET", "path": "src/envlink"}); !r.IsError || strings.Contains(text(r), "111111") {
+		t.Errorf("grep through a link to .env: %+v", r)
+	}
+	if r := tc.tool(ws, "ls", map[string]any{"path": "src/privlink"}); !r.IsError || strings.Contains(text(r), "notes.txt") {
+		t.Errorf("ls through a link to private/: %+v", r)
+	}
+	if r := tc.tool(ws, "find", map[string]any{"pattern": "*", "path": "src/privlink"}); !r.IsError || strings.Contains(text(r), "notes.txt") {
+		t.Errorf("find through a link to private/: %+v", r)
+	}
+	if r := tc.tool(ws, "ls", map[string]any{"path": "src"}); r.IsError || strings.Contains(text(r), "envlink") || !strings.Contains(text(r), "a.txt") {
+		t.Errorf("ls src shows the link to .env, or not the allowed file: %+v", r)
+	}
+	base := "/v1/workspaces/" + ws.ID
+	if resp, data := tc.as(aliceToken, "GET", base+"/stat?path=src/envlink", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("stat of a link to .env: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := tc.as(aliceToken, "GET", base+"/dirs?path=src/privlink", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("listing through a link to private/: %d %s", resp.StatusCode, data)
+	}
+
+	// mkdir through a link into a write-denied tree, with a policy that
+	// lets the write tool (and so mkdir) run under src/.
+	pol, err := policy.Parse([]byte("paths:\n  write:\n    allow: [\"src/**\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := newTenancy(t, nil, pol, nil)
+	wws := tw.createAs(aliceToken)
+	writeHost(t, wws, "private/notes.txt", "x")
+	writeHost(t, wws, "src/a.txt", "x")
+	if err := os.Symlink("../private", hostPath(wws, "src/out")); err != nil {
+		t.Fatal(err)
+	}
+	mk := "/v1/workspaces/" + wws.ID + "/dirs?path="
+	if resp, data := tw.as(aliceToken, "POST", mk+"src/made", nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("an allowed mkdir: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := tw.as(aliceToken, "POST", mk+"src/out/planted", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("mkdir through a link into private/: %d %s", resp.StatusCode, data)
+	}
+	if _, err := os.Stat(hostPath(wws, "private/planted")); err == nil {
+		t.Error("a directory was made in the write-denied tree")
+	}
+}

@@ -145,38 +145,55 @@ func (g *Guard) decide(ctx context.Context, op, p string, c Call) (Decision, err
 }
 
 // checkReal also checks the path a symbolic link leads to, when the inner
-// workspace can resolve it: "src/link -> ../.env" is read as ".env".
-func (g *Guard) checkReal(ctx context.Context, op, p string, write bool) error {
+// workspace can resolve it: "src/link -> ../.env" is read as ".env". It
+// returns the absolute path the operation really touches: the resolved
+// one, or p's own when there is nothing to resolve.
+func (g *Guard) checkReal(ctx context.Context, op, p string, write bool) (string, error) {
 	c := Call{Read: []string{p}}
 	if write {
 		c = Call{Write: []string{p}}
 	}
 	if _, err := g.check(ctx, op, p, c); err != nil {
-		return err
+		return "", err
 	}
-	rs, ok := g.inner.(opsapi.Resolver)
-	if pol := g.policy(); !ok || !pol.hasPathRules(write) {
-		return nil // nothing a link could get around: spare the lookup
-	}
-	target := p
-	rp, err := rs.RealPath(ctx, target)
-	if err != nil && write {
-		// A new file: its directory may be a link.
-		dir, base := path.Split(opsapi.Resolve(g.inner.Root(), p))
-		if rp, err = rs.RealPath(ctx, dir); err == nil {
-			rp = path.Join(rp, base)
-		}
-	}
-	if err != nil || rp == opsapi.Resolve(g.inner.Root(), p) {
-		return nil // nothing else to check; the operation reports a missing path itself
+	abs := opsapi.Resolve(g.inner.Root(), p)
+	rp, ok := g.resolve(ctx, p, write)
+	if !ok || rp == abs {
+		return abs, nil // nothing else to check; the operation reports a missing path itself
 	}
 	if write {
 		c = Call{Write: []string{rp}}
 	} else {
 		c = Call{Read: []string{rp}}
 	}
-	_, err = g.check(ctx, op, p, c)
-	return err
+	if _, err := g.check(ctx, op, p, c); err != nil {
+		return "", err
+	}
+	return rp, nil
+}
+
+// resolve is the real path of p when the policy has path rules a link
+// could get around and the inner workspace can resolve it. A path that
+// does not exist yet (a write) resolves through its directory.
+func (g *Guard) resolve(ctx context.Context, p string, write bool) (string, bool) {
+	rs, ok := g.inner.(opsapi.Resolver)
+	if pol := g.policy(); !ok || !pol.hasPathRules(write) {
+		return "", false // spare the lookup
+	}
+	rp, err := rs.RealPath(ctx, p)
+	if err != nil && write {
+		dir, base := path.Split(opsapi.Resolve(g.inner.Root(), p))
+		if rp, err = rs.RealPath(ctx, dir); err == nil {
+			rp = path.Join(rp, base)
+		}
+	}
+	return rp, err == nil
+}
+
+// readable reports whether the read rules allow name, found under dir
+// (the path as asked) and under real (where dir really is).
+func readable(pol *Policy, root, dir, real, name string) bool {
+	return pol.ReadAllowed(root, path.Join(dir, name)) && (real == dir || pol.ReadAllowed(root, path.Join(real, name)))
 }
 
 func unavailable(op, p string) error {
@@ -189,7 +206,7 @@ func (g *Guard) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if !ok {
 		return nil, unavailable("open", p)
 	}
-	if err := g.checkReal(ctx, "open", p, false); err != nil {
+	if _, err := g.checkReal(ctx, "open", p, false); err != nil {
 		return nil, err
 	}
 	return rd.Open(ctx, p)
@@ -202,12 +219,12 @@ func (g *Guard) Access(ctx context.Context, p string, mode opsapi.AccessMode) er
 		return unavailable("access", p)
 	}
 	if mode&opsapi.AccessRead != 0 {
-		if err := g.checkReal(ctx, "access", p, false); err != nil {
+		if _, err := g.checkReal(ctx, "access", p, false); err != nil {
 			return err
 		}
 	}
 	if mode&opsapi.AccessWrite != 0 {
-		if err := g.checkReal(ctx, "access", p, true); err != nil {
+		if _, err := g.checkReal(ctx, "access", p, true); err != nil {
 			return err
 		}
 	}
@@ -220,19 +237,20 @@ func (g *Guard) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	if !ok {
 		return unavailable("write", p)
 	}
-	if err := g.checkReal(ctx, "write", p, true); err != nil {
+	if _, err := g.checkReal(ctx, "write", p, true); err != nil {
 		return err
 	}
 	return wo.WriteFile(ctx, p, r)
 }
 
-// Mkdir checks the write rules.
+// Mkdir checks the write rules, following links: a directory made through
+// a linked parent lands where the link leads.
 func (g *Guard) Mkdir(ctx context.Context, p string) error {
 	wo, ok := g.inner.(opsapi.WriteOperations)
 	if !ok {
 		return unavailable("mkdir", p)
 	}
-	if _, err := g.check(ctx, "mkdir", p, Call{Write: []string{p}}); err != nil {
+	if _, err := g.checkReal(ctx, "mkdir", p, true); err != nil {
 		return err
 	}
 	return wo.Mkdir(ctx, p)
@@ -269,13 +287,14 @@ type statter interface {
 	Stat(ctx context.Context, path string) (opsapi.FileInfo, error)
 }
 
-// Stat checks the read rules: size and type are part of what a file says.
+// Stat checks the read rules, following links: size and type are part of
+// what a file says.
 func (g *Guard) Stat(ctx context.Context, p string) (opsapi.FileInfo, error) {
 	st, ok := g.inner.(statter)
 	if !ok {
 		return opsapi.FileInfo{}, unavailable("stat", p)
 	}
-	if _, err := g.check(ctx, "stat", p, Call{Read: []string{p}}); err != nil {
+	if _, err := g.checkReal(ctx, "stat", p, false); err != nil {
 		return opsapi.FileInfo{}, err
 	}
 	return st.Stat(ctx, p)
@@ -287,7 +306,8 @@ func (g *Guard) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error
 	if !ok {
 		return nil, unavailable("readdir", p)
 	}
-	if _, err := g.check(ctx, "readdir", p, Call{Read: []string{p}}); err != nil {
+	real, err := g.checkReal(ctx, "readdir", p, false)
+	if err != nil {
 		return nil, err
 	}
 	entries, err := ls.ReadDir(ctx, p)
@@ -297,11 +317,21 @@ func (g *Guard) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error
 	pol, root, dir := g.policy(), g.inner.Root(), opsapi.Resolve(g.inner.Root(), p)
 	out := entries[:0]
 	for _, e := range entries {
-		if pol.ReadAllowed(root, path.Join(dir, e.Name)) {
+		if readable(pol, root, dir, real, e.Name) && g.linkReadable(ctx, e, path.Join(dir, e.Name)) {
 			out = append(out, e)
 		}
 	}
 	return out, nil
+}
+
+// linkReadable reports whether an entry that is a symbolic link leads
+// somewhere the read rules allow: its size and type are the target's.
+func (g *Guard) linkReadable(ctx context.Context, e opsapi.FileInfo, full string) bool {
+	if !e.Symlink {
+		return true
+	}
+	rp, ok := g.resolve(ctx, full, false)
+	return !ok || g.policy().ReadAllowed(g.inner.Root(), rp)
 }
 
 // Search checks the searched path and drops lines of files the read rules
@@ -311,7 +341,8 @@ func (g *Guard) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.Se
 	if !ok {
 		return opsapi.SearchResult{}, unavailable("search", req.Path)
 	}
-	if _, err := g.check(ctx, "search", req.Path, Call{Read: []string{req.Path}}); err != nil {
+	real, err := g.checkReal(ctx, "search", req.Path, false)
+	if err != nil {
 		return opsapi.SearchResult{}, err
 	}
 	res, err := gr.Search(ctx, req)
@@ -320,17 +351,12 @@ func (g *Guard) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.Se
 	}
 	pol, root := g.policy(), g.inner.Root()
 	base := opsapi.Resolve(root, req.Path)
-	single := false // a single file searched: Path is its base name
 	if fi, err := gr.Stat(ctx, req.Path); err == nil && !fi.IsDir() {
-		single = true
+		return res, nil // a single file, allowed as asked and as resolved above
 	}
 	out := res.Lines[:0]
 	for _, l := range res.Lines {
-		full := path.Join(base, l.Path)
-		if single {
-			full = base
-		}
-		if pol.ReadAllowed(root, full) {
+		if readable(pol, root, base, real, l.Path) {
 			out = append(out, l)
 		}
 	}
@@ -344,7 +370,8 @@ func (g *Guard) Glob(ctx context.Context, req opsapi.GlobRequest) (opsapi.GlobRe
 	if !ok {
 		return opsapi.GlobResult{}, unavailable("glob", req.Dir)
 	}
-	if _, err := g.check(ctx, "glob", req.Dir, Call{Read: []string{req.Dir}}); err != nil {
+	real, err := g.checkReal(ctx, "glob", req.Dir, false)
+	if err != nil {
 		return opsapi.GlobResult{}, err
 	}
 	res, err := fo.Glob(ctx, req)
@@ -355,7 +382,7 @@ func (g *Guard) Glob(ctx context.Context, req opsapi.GlobRequest) (opsapi.GlobRe
 	base := opsapi.Resolve(root, req.Dir)
 	out := res.Paths[:0]
 	for _, p := range res.Paths {
-		if pol.ReadAllowed(root, path.Join(base, p)) {
+		if readable(pol, root, base, real, p) {
 			out = append(out, p)
 		}
 	}
@@ -369,7 +396,7 @@ func (g *Guard) RealPath(ctx context.Context, p string) (string, error) {
 	if !ok {
 		return "", unavailable("realpath", p)
 	}
-	if _, err := g.check(ctx, "realpath", p, Call{Read: []string{p}}); err != nil {
+	if _, err := g.checkReal(ctx, "realpath", p, false); err != nil {
 		return "", err
 	}
 	return rs.RealPath(ctx, p)
