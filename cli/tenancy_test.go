@@ -59,7 +59,7 @@ func TestAuditVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 10 {
-		l.Write(audit.Event{AuditID: "x", Stage: audit.StageResponseComplete, Tenant: "alice"})
+		_ = l.Write(audit.Event{AuditID: "x", Stage: audit.StageResponseComplete, Tenant: "alice"})
 	}
 	_ = l.Close()
 	out, _, code := run(nil, "", "audit", "verify", path)

@@ -126,7 +126,9 @@ func (s *Service) Record(ev audit.Event) {
 	if ev.Decision == "deny" {
 		s.obs.Denied(ev.Rule)
 	}
-	s.cfg.Audit.Write(ev)
+	// A failed write is logged by the log, and makes its Ready refuse
+	// the next calls: the call itself has already run.
+	_ = s.cfg.Audit.Write(ev)
 }
 
 // NewAuditID returns 128 random bits as hex: a client's X-Request-Id is
