@@ -46,7 +46,14 @@ func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name strin
 	// The Guard's own denials (a link into a denied path) land in this
 	// call's record.
 	ctx = context.WithValue(ctx, notesKey{}, Notes(rec))
-	res := s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
+	var res tools.Result
+	if s.cfg.Audit.Ready() != nil {
+		// Fail closed: a call that could not be recorded does not run.
+		rec.Deny("audit", "the audit trail cannot be written")
+		res = tools.ErrorResult("Refused: the broker's audit trail cannot be written, so no call runs. Try again later.")
+	} else {
+		res = s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
+	}
 	out, _ := json.Marshal(res)
 	isErr := res.IsError
 	now := time.Now()
