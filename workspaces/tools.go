@@ -24,6 +24,18 @@ const BashTool = "bash"
 // every update and of the result, and one audit record, numbered seq
 // under the request's audit id.
 func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) tools.Result {
+	return s.runTool(ctx, w, seq, name, args, onUpdate, nil)
+}
+
+// RefuseTool is a batch call refused by its tenant's limits (le): it
+// does not run, gets an isError result naming the limit, and is audited
+// as a denial under the limit's rule, as a 429 request would be.
+func (s *Service) RefuseTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, le *LimitError) tools.Result {
+	return s.runTool(ctx, w, seq, name, args, nil, le)
+}
+
+func (s *Service) runTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage,
+	onUpdate tools.UpdateFunc, refused *LimitError) tools.Result {
 	start := time.Now()
 	red := s.policyOf(w.tenant).Redactor()
 	req := requestFrom(ctx)
@@ -47,11 +59,16 @@ func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name strin
 	// call's record.
 	ctx = context.WithValue(ctx, notesKey{}, Notes(rec))
 	var res tools.Result
-	if s.cfg.Audit.Ready() != nil {
+	switch {
+	case refused != nil:
+		rec.Deny(refused.Rule, refused.Reason)
+		res = tools.ErrorResult(fmt.Sprintf("Blocked by %s limit: %s. Retry after %s.", refused.Rule, refused.Reason,
+			refused.RetryAfter.Round(time.Second)))
+	case s.cfg.Audit.Ready() != nil:
 		// Fail closed: a call that could not be recorded does not run.
 		rec.Deny("audit", "the audit trail cannot be written")
 		res = tools.ErrorResult("Refused: the broker's audit trail cannot be written, so no call runs. Try again later.")
-	} else {
+	default:
 		res = s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
 	}
 	out, _ := json.Marshal(res)
