@@ -91,3 +91,18 @@ func TestBatchCallsCountAgainstRate(t *testing.T) {
 		t.Fatalf("%d rate denials audited, want 2", denied)
 	}
 }
+
+// TestDefaultWorkspaceQuota: a tenant that sets no workspace quota (here
+// the single-token setup's) holds at most tenant.DefaultWorkspaces.
+func TestDefaultWorkspaceQuota(t *testing.T) {
+	e := newEnv(t, nil)
+	for i := range tenant.DefaultWorkspaces {
+		if resp, data := e.do("POST", "/v1/workspaces", map[string]any{}); resp.StatusCode != 201 {
+			t.Fatalf("create %d: %d %s", i, resp.StatusCode, data)
+		}
+	}
+	p := e.problem(403, "denied", "POST", "/v1/workspaces", map[string]any{})
+	if !strings.Contains(p.Detail, fmt.Sprintf("of %d workspaces", tenant.DefaultWorkspaces)) {
+		t.Fatalf("past the default quota: %+v", p)
+	}
+}
