@@ -235,9 +235,10 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 }
 
 // List finds the workspaces that exist in StateDir, e.g. after a restart,
-// so that they can be used or destroyed again. It also removes the
-// temporary files of writes a crash interrupted (see
-// Workspace.removeStaleTemps), which walks each workspace once.
+// so that they can be used or destroyed again. It also starts removing,
+// in the background, the temporary files of writes a crash interrupted
+// (see Workspace.removeStaleTemps): that walks every workspace's whole
+// tree, which with thousands of workspaces must not hold up a start.
 func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
@@ -255,12 +256,25 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			b.logger.Warn("skipping unreadable workspace", "workspace", e.Name(), "err", err)
 			continue
 		}
-		if n := ws.removeStaleTemps(ctx); n > 0 {
-			b.logger.Info("removed interrupted writes' temporary files", "workspace", e.Name(), "count", n)
-		}
 		out[e.Name()] = ws
 	}
+	go b.sweepStaleTemps(out)
 	return out, nil
+}
+
+// sweepStaleTemps removes the stale temporaries of each workspace, one
+// workspace at a time, until done or the backend is closed.
+func (b *Backend) sweepStaleTemps(found map[string]opsapi.Workspace) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for id, w := range found {
+		if b.closed.Load() {
+			return
+		}
+		if n := w.(*Workspace).removeStaleTemps(ctx); n > 0 {
+			b.logger.Info("removed interrupted writes' temporary files", "workspace", id, "count", n)
+		}
+	}
 }
 
 // Close stops the backend from creating workspaces; existing workspaces
