@@ -199,3 +199,37 @@ func TestReadFromTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestReadDoesNotReadTheHeadOfTheCurrentFile: within one file too, only
+// the end is read: a head no line scanner accepts (64 MiB of NULs) is
+// never reached when the newest records complete the answer.
+func TestReadDoesNotReadTheHeadOfTheCurrentFile(t *testing.T) {
+	// A valid first record, after the NUL run.
+	seed := filepath.Join(t.TempDir(), "seed.jsonl")
+	writeN(t, open(t, seed, 0), 1, "alice")
+	rec, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(append([]byte("\n"), rec...), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	l := open(t, path, 0)
+	writeN(t, l, 50, "alice")
+	recs, err := l.Read(func(*audit.Event) bool { return true }, 20)
+	if err != nil || len(recs) != 20 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	var first, last audit.Event
+	_ = json.Unmarshal(recs[0], &first)
+	_ = json.Unmarshal(recs[19], &last)
+	if first.Seq != 32 || last.Seq != 51 {
+		t.Fatalf("records %d to %d, want 32 to 51", first.Seq, last.Seq)
+	}
+}
