@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +30,9 @@ const (
 	StageResponseComplete = "ResponseComplete"
 	// StageToolCall: one per tool call (a batch has one per call).
 	StageToolCall = "ToolCall"
+	// StageRepaired: written at start after a torn last record was cut
+	// off; its reason names the file and the cut bytes' size and digest.
+	StageRepaired = "Repaired"
 )
 
 // Genesis is the prevHash of the first record of a chain.
@@ -119,24 +123,60 @@ func Digest(parts ...[]byte) string {
 
 // Log appends events to a file, rotating it by size. A nil *Log discards.
 type Log struct {
-	path     string
-	maxBytes int64
-	logger   *slog.Logger
+	path   string
+	opts   Options
+	logger *slog.Logger
 
 	mu   sync.Mutex
 	f    *os.File
 	size int64
 	seq  uint64
 	prev string
+	// err is the last write's failure: while set, Ready refuses calls
+	// (fail closed); the next write that succeeds clears it.
+	err error
+	// torn is set when a failed write left bytes that could not be cut
+	// off; the next write cuts them first.
+	torn bool
 }
 
-// Open opens (or creates) the audit file at path and continues its chain.
-// maxBytes <= 0 means never rotate.
+// Options are a Log's rotation, retention and free-space reserve.
+type Options struct {
+	// MaxBytes rotates the current file before it grows past this size;
+	// <= 0 never rotates.
+	MaxBytes int64
+	// MaxFiles and MaxTotalBytes bound the rotated files kept: after a
+	// rotation the oldest are deleted until both hold. <= 0 keeps all.
+	MaxFiles      int
+	MaxTotalBytes int64
+	// MinFree is the free space (bytes available to unprivileged users)
+	// the audit file's filesystem must keep for Ready to admit calls:
+	// 0 means DefaultMinFree, < 0 no check.
+	MinFree int64
+}
+
+// DefaultMinFree is the free-space reserve Ready asks for by default:
+// room for many bounded records, so the call admitted can be recorded.
+const DefaultMinFree = 1 << 20
+
+// Open opens (or creates) the audit file at path and continues its chain,
+// with MaxBytes maxBytes and the other Options at their defaults.
 func Open(path string, maxBytes int64, logger *slog.Logger) (*Log, error) {
+	return OpenWith(path, Options{MaxBytes: maxBytes}, logger)
+}
+
+// OpenWith opens (or creates) the audit file at path and continues its
+// chain. A torn last line (a write cut short by a full disk or a crash)
+// is cut off, and the chain goes on with a StageRepaired record that
+// says so, so the trail still verifies.
+func OpenWith(path string, opts Options, logger *slog.Logger) (*Log, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Log{path: path, maxBytes: maxBytes, logger: logger, prev: Genesis}
+	if opts.MinFree == 0 {
+		opts.MinFree = DefaultMinFree
+	}
+	l := &Log{path: path, opts: opts, logger: logger, prev: Genesis}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -146,7 +186,15 @@ func Open(path string, maxBytes int64, logger *slog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	var repaired *cutTail
 	for i := len(files) - 1; i >= 0; i-- {
+		cut, err := cutTornTail(files[i])
+		if err != nil {
+			return nil, err
+		}
+		if cut != nil {
+			repaired = cut
+		}
 		last, err := lastLine(files[i])
 		if err != nil {
 			return nil, err
@@ -171,23 +219,38 @@ func Open(path string, maxBytes int64, logger *slog.Logger) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	l.f, l.size = f, st.Size()
+	if repaired != nil {
+		logger.Warn("audit: cut off a torn last record", "file", repaired.file, "bytes", repaired.n)
+		now := time.Now().UTC()
+		if err := l.Write(Event{
+			AuditID: "repair-" + now.Format("20060102T150405.000000000Z"), Stage: StageRepaired,
+			Rule: "audit", Reason: fmt.Sprintf("a torn last record of %d bytes (%s) was cut off %s at start",
+				repaired.n, repaired.digest, repaired.file),
+			Args:                     &Args{Digest: repaired.digest},
+			RequestReceivedTimestamp: now, StageTimestamp: now,
+		}); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
-// lastLine returns the last non-empty line of the file.
+// lastLine returns the last non-empty line of the file, reading it from
+// its end.
 func lastLine(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	var last []byte
+	err := eachLineReverse(path, func(line []byte) bool {
+		last = bytes.Clone(line)
+		return true
+	})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	b = bytes.TrimRight(b, "\n")
-	if len(b) == 0 {
-		return nil, nil
-	}
-	return b[bytes.LastIndexByte(b, '\n')+1:], nil
+	return last, nil
 }
 
 // files returns the rotated files, oldest first, then the current one.
@@ -203,31 +266,84 @@ func (l *Log) files() ([]string, error) {
 // Path is the current file.
 func (l *Log) Path() string { return l.path }
 
-// Write appends ev, filling in kind, version, seq and the chain. A write
-// failure is logged, not returned: the request has already been served.
-func (l *Log) Write(ev Event) {
+// Write appends ev, filling in kind, version, seq and the chain, with
+// every field bounded (see Bound). A failed write is logged and
+// returned, and leaves no torn line behind: its bytes are cut off, and
+// Ready refuses calls until a later write succeeds.
+func (l *Log) Write(ev Event) error {
 	if l == nil {
-		return
+		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ev = Bound(ev)
 	ev.Kind, ev.APIVersion = Kind, APIVersion
 	ev.Seq = l.seq + 1
 	ev.PrevHash = l.prev
 	ev.Hash = ""
 	line, hash := seal(ev)
-	if l.maxBytes > 0 && l.size > 0 && l.size+int64(len(line)) > l.maxBytes {
+	if err := l.write(line); err != nil {
+		l.err = fmt.Errorf("audit: writing record %d to %s: %w", ev.Seq, l.path, err)
+		l.logger.Error("audit write failed", "err", err, "auditID", ev.AuditID)
+		return l.err
+	}
+	l.seq, l.prev, l.err = ev.Seq, hash, nil
+	return nil
+}
+
+// write appends one line, rotating first when it would pass MaxBytes. A
+// short write is cut back off, so the file never holds half a record.
+func (l *Log) write(line []byte) error {
+	if l.torn {
+		if err := l.f.Truncate(l.size); err != nil {
+			return fmt.Errorf("cutting off an earlier torn record: %w", err)
+		}
+		l.torn = false
+	}
+	if l.opts.MaxBytes > 0 && l.size > 0 && l.size+int64(len(line)) > l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
 			l.logger.Error("audit rotation failed", "err", err)
 		}
 	}
 	n, err := l.f.Write(line)
-	l.size += int64(n)
-	if err != nil {
-		l.logger.Error("audit write failed", "err", err, "auditID", ev.AuditID)
-		return
+	if err == nil {
+		l.size += int64(n)
+		return nil
 	}
-	l.seq, l.prev = ev.Seq, hash
+	if n > 0 {
+		if terr := l.f.Truncate(l.size); terr != nil {
+			l.torn = true
+		}
+	}
+	return err
+}
+
+// Ready reports whether a call may be admitted: nil unless the last
+// write failed or the file's filesystem has less than MinFree bytes
+// available. A call that could not be recorded is not run (fail closed).
+func (l *Log) Ready() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A full disk that has room again admits calls; any other write
+	// failure holds until a write succeeds.
+	if l.err != nil && (!errors.Is(l.err, syscall.ENOSPC) || l.opts.MinFree < 0) {
+		return l.err
+	}
+	if l.opts.MinFree < 0 {
+		return nil
+	}
+	free, err := freeBytes(l.f)
+	if err != nil {
+		return fmt.Errorf("audit: %s: %w", l.path, err)
+	}
+	if free < l.opts.MinFree {
+		return fmt.Errorf("audit: the filesystem of %s has %d bytes free, under the reserve of %d: %w",
+			l.path, free, l.opts.MinFree, syscall.ENOSPC)
+	}
+	return nil
 }
 
 // seal returns the record's line with its hash appended, and the hash.
@@ -255,6 +371,7 @@ func (l *Log) rotate() error {
 		return err
 	}
 	l.f, l.size = f, 0
+	l.prune()
 	return nil
 }
 
@@ -269,9 +386,9 @@ func (l *Log) Close() error {
 }
 
 // Read returns up to limit of the newest records keep accepts, oldest
-// first, across the rotated files and the current one. It reads the
-// newest file first and stops at the first file that completes the
-// count, so a long history is not read for a short answer.
+// first, across the rotated files and the current one. It reads each file
+// from its end, newest file first, and stops as soon as it has limit
+// records, so a long history is not read for a short answer.
 func (l *Log) Read(keep func(*Event) bool, limit int) ([]json.RawMessage, error) {
 	if l == nil {
 		return []json.RawMessage{}, nil
@@ -282,23 +399,23 @@ func (l *Log) Read(keep func(*Event) bool, limit int) ([]json.RawMessage, error)
 	if err != nil {
 		return nil, err
 	}
-	out := []json.RawMessage{}
-	for i := len(files) - 1; i >= 0; i-- {
-		var got []json.RawMessage
-		err := eachLine(files[i], func(_ int, line []byte) error {
+	var newest []json.RawMessage // newest first
+	full := func() bool { return limit > 0 && len(newest) >= limit }
+	for i := len(files) - 1; i >= 0 && !full(); i-- {
+		err := eachLineReverse(files[i], func(line []byte) bool {
 			var ev Event
 			if json.Unmarshal(line, &ev) == nil && keep(&ev) {
-				got = append(got, json.RawMessage(bytes.Clone(line)))
+				newest = append(newest, json.RawMessage(bytes.Clone(line)))
 			}
-			return nil
+			return full()
 		})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
-		out = append(got, out...)
-		if limit > 0 && len(out) >= limit {
-			return out[len(out)-limit:], nil
-		}
+	}
+	out := make([]json.RawMessage, len(newest))
+	for i, rec := range newest {
+		out[len(newest)-1-i] = rec
 	}
 	return out, nil
 }

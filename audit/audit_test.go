@@ -13,7 +13,7 @@ import (
 func writeN(t *testing.T, l *audit.Log, n int, tenant string) {
 	t.Helper()
 	for i := range n {
-		l.Write(audit.Event{AuditID: "r" + string(rune('a'+i%26)), Stage: audit.StageResponseComplete, Tenant: tenant, Verb: "GET"})
+		_ = l.Write(audit.Event{AuditID: "r" + string(rune('a'+i%26)), Stage: audit.StageResponseComplete, Tenant: tenant, Verb: "GET"})
 	}
 }
 

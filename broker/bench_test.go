@@ -2,14 +2,18 @@
 package broker_test
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/wire"
@@ -106,4 +110,39 @@ func benchReadTool(b *testing.B, e *env, ws wire.WorkspaceInfo) {
 	b.Helper()
 	writeHost(b, ws, "a.txt", strings.Repeat("line\n", 100))
 	benchPost(b, e, "/v1/workspaces/"+ws.ID+"/tools/read", `{"path":"a.txt"}`)
+}
+
+// BenchmarkStartWith2000Workspaces is a broker start (the local
+// backend's New and the broker's New, which adopts every workspace) with
+// 2000 workspaces to rediscover; ns/workspace is what each one adds.
+func BenchmarkStartWith2000Workspaces(b *testing.B) {
+	const n = 2000
+	state := b.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	lb, err := local.New(local.Config{StateDir: state}, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := lb.Create(b.Context(), opsapi.WorkspaceSpec{ID: fmt.Sprintf("ws%05d", i)}); err != nil {
+			b.Fatalf("create %d: %v", i, err)
+		}
+	}
+	_ = lb.Close()
+	b.ResetTimer()
+	for range b.N {
+		lb, err := local.New(local.Config{StateDir: state}, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv, err := broker.New(broker.Config{Tokens: []string{testToken}}, map[string]opsapi.Backend{"local": lb}, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		_ = srv.Shutdown(b.Context())
+		_ = lb.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/workspace")
 }

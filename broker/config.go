@@ -24,6 +24,11 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultShutdownGrace     = 10 * time.Second
 	DefaultMaxBatchCalls     = 128
+	// Requests that fail authentication, per peer address: a burst of
+	// 20, then one a second; at most 4096 peers are tracked.
+	DefaultUnauthPerSecond = 1.0
+	DefaultUnauthBurst     = 20
+	DefaultUnauthPeers     = 4096
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -74,6 +79,13 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBatchCalls bounds the calls of one batch.
 	MaxBatchCalls int
+	// UnauthPerSecond and UnauthBurst rate-limit, per peer address, the
+	// requests that fail authentication: within them a 401 (audited),
+	// past them a 429 with nothing written to the audit trail.
+	// UnauthPeers bounds the peers tracked.
+	UnauthPerSecond float64
+	UnauthBurst     int
+	UnauthPeers     int
 	// MCP configures the MCP endpoints (/v1/mcp and
 	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
 	// whether a session's workspaces outlive it.
@@ -115,6 +127,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchCalls == 0 {
 		c.MaxBatchCalls = DefaultMaxBatchCalls
 	}
+	if c.UnauthPerSecond == 0 {
+		c.UnauthPerSecond = DefaultUnauthPerSecond
+	}
+	if c.UnauthBurst == 0 {
+		c.UnauthBurst = DefaultUnauthBurst
+	}
+	if c.UnauthPeers == 0 {
+		c.UnauthPeers = DefaultUnauthPeers
+	}
 	return c
 }
 
@@ -138,6 +159,8 @@ func (c Config) Validate() error {
 		return errors.New("broker: timeouts must be positive")
 	case c.MaxBatchCalls < 0:
 		return errors.New("broker: MaxBatchCalls must be positive")
+	case c.UnauthPerSecond < 0, c.UnauthBurst < 0, c.UnauthPeers < 0:
+		return errors.New("broker: UnauthPerSecond, UnauthBurst and UnauthPeers must be positive")
 	}
 	if err := c.MCP.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,7 +106,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// unauthorized answers 401, or 429 with nothing audited when the peer is
+// past its budget of failed authentications.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
+	if ok, wait := s.unauth.allow(peerIP(r), time.Now()); !ok {
+		reqAuditFrom(r.Context()).skip()
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		writeProblem(w, r, s.logger, fmt.Errorf("%w: too many requests without a valid bearer token from %s",
+			ErrTooManyRequests, peerIP(r)))
+		return
+	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="wsbroker"`)
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s", ErrUnauthorized, detail))
 }

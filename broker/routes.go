@@ -3,6 +3,7 @@ package broker
 import (
 	_ "embed"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
 )
 
@@ -71,6 +73,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.Ready(r.Context()); err != nil {
 		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if err := s.audit.Ready(); err != nil {
+		s.logger.Error("not ready: the audit trail cannot be written", "err", err)
+		writeProblem(w, r, s.logger, fmt.Errorf("%w: the audit trail cannot be written", opsapi.ErrUnavailable))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

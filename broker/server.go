@@ -27,6 +27,8 @@ type Server struct {
 	metrics *metrics
 	mcp     *mcp.Server
 	handler http.Handler
+	// unauth limits the requests that fail authentication, per peer.
+	unauth *peerLimiter
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -52,7 +54,8 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics()}
+	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(),
+		unauth: newPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers)}
 	svc, err := workspaces.New(workspaces.Config{
 		Backends:       backends,
 		DefaultBackend: cfg.DefaultBackend,

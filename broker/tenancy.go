@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/workspaces"
 )
@@ -38,6 +39,19 @@ type reqAudit struct {
 	mu   sync.Mutex
 	ev   audit.Event
 	body *hashingReader
+	// skipped: nothing is recorded (an unauthenticated request past its
+	// peer's budget).
+	skipped bool
+}
+
+// skip records nothing for this request.
+func (ra *reqAudit) skip() {
+	if ra == nil {
+		return
+	}
+	ra.mu.Lock()
+	ra.skipped = true
+	ra.mu.Unlock()
 }
 
 func (ra *reqAudit) set(fn func(ev *audit.Event)) {
@@ -106,8 +120,11 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 				status = http.StatusOK
 			}
 			ra.mu.Lock()
-			ev := ra.ev
+			ev, skipped := ra.ev, ra.skipped
 			ra.mu.Unlock()
+			if skipped {
+				return
+			}
 			ev.Route = routePattern(r)
 			if ev.Args == nil {
 				ev.Args = &audit.Args{}
@@ -130,6 +147,15 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 			ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
 			s.record(ev)
 		}()
+		if err := s.audit.Ready(); err != nil {
+			// Fail closed: what cannot be recorded is not run.
+			ra.ev.Decision, ra.ev.Rule, ra.ev.Reason = "deny", "audit", "the audit trail cannot be written"
+			ww.Header().Set("Retry-After", "10")
+			s.logger.Error("refusing a request: the audit trail cannot be written", "err", err)
+			writeProblem(ww, r, s.logger, fmt.Errorf("%w: the audit trail cannot be written, so no call is served",
+				opsapi.ErrUnavailable))
+			return
+		}
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), auditKey, ra)))
 	})
 }

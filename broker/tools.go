@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/tools"
 	"github.com/wsbroker/wsbroker/wire"
 	"github.com/wsbroker/wsbroker/workspaces"
@@ -126,6 +129,25 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	results := res.runBatch(ctx, wk, tenantFrom(r.Context()), req)
+	writeJSON(w, r, http.StatusOK, wire.BatchResponse{Results: results})
+}
+
+// runBatch runs a batch's calls. Each counts against the tenant's limits
+// as a request would: the calls after the first are charged against its
+// rate at the start, and one over it is refused (an isError result,
+// audited as rule "rate"); and the batch runs at most as many calls at
+// once as it holds call slots (its request's and those free now, up to
+// concurrentCalls in all), the others waiting their turn in the batch.
+func (res toolsResource) runBatch(ctx context.Context, wk *workspaces.Workspace, t *tenant.Tenant, req wire.BatchRequest) []wire.BatchResult {
+	s := res.s
+	refused := make([]*workspaces.LimitError, len(req.Calls))
+	for i := 1; i < len(req.Calls); i++ {
+		var le *workspaces.LimitError
+		if errors.As(s.svc.ChargeCall(t), &le) {
+			refused[i] = le
+		}
+	}
 	results := make([]wire.BatchResult, len(req.Calls))
 	run := func(i int) {
 		c := req.Calls[i]
@@ -133,20 +155,33 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: s.svc.RunTool(ctx, wk, i+1, c.Name, args, nil)}
+		var out tools.Result
+		if refused[i] != nil {
+			out = s.svc.RefuseTool(ctx, wk, i+1, c.Name, args, refused[i])
+		} else {
+			out = s.svc.RunTool(ctx, wk, i+1, c.Name, args, nil)
+		}
+		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: out}
 	}
 	if req.Mode == wire.Sequential {
 		for i := range req.Calls {
 			run(i)
 		}
-	} else {
-		var wg sync.WaitGroup
-		for i := range req.Calls {
-			wg.Go(func() { run(i) })
-		}
-		wg.Wait()
+		return results
 	}
-	writeJSON(w, r, http.StatusOK, wire.BatchResponse{Results: results})
+	extra, leave := s.svc.EnterBatch(t, len(req.Calls)-1)
+	defer leave()
+	slots := make(chan struct{}, 1+extra)
+	var wg sync.WaitGroup
+	for i := range req.Calls {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			run(i)
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // lineWriter writes NDJSON lines and flushes each, so a client sees every

@@ -31,6 +31,15 @@ type auditConfig struct {
 	// MaxBytes rotates the file past this size (default 100 MiB); the
 	// chain continues in the next file.
 	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxFiles and MaxTotalBytes are the retention of rotated files
+	// (default 10 files, 1 GiB): past either the oldest are deleted;
+	// -1 keeps them all.
+	MaxFiles      int   `yaml:"maxFiles"`
+	MaxTotalBytes int64 `yaml:"maxTotalBytes"`
+	// MinFree is the free space the audit file's filesystem must keep
+	// for calls to be served (default 1 MiB; -1 no check): under it, or
+	// after a failed write, every /v1 call is refused with 503.
+	MinFree int64 `yaml:"minFree"`
 	// Disabled keeps no audit trail.
 	Disabled bool `yaml:"disabled"`
 }
@@ -44,7 +53,12 @@ type tlsConfig struct {
 	ClientCAFile string `yaml:"clientCAFile"`
 }
 
-const defaultAuditMaxBytes = 100 << 20
+// Audit defaults: rotate at 100 MiB, keep 10 rotated files and 1 GiB.
+const (
+	defaultAuditMaxBytes      = 100 << 20
+	defaultAuditMaxFiles      = 10
+	defaultAuditMaxTotalBytes = 1 << 30
+)
 
 // reloadInterval is how often serve looks for a changed config, token or
 // policy file; SIGHUP reloads at once.
@@ -189,11 +203,18 @@ func openAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
 	if path == "" {
 		path = filepath.Join(cfg.StateDir, "audit", "audit.jsonl")
 	}
-	max := cfg.Audit.MaxBytes
-	if max == 0 {
-		max = defaultAuditMaxBytes
+	opts := audit.Options{MaxBytes: cfg.Audit.MaxBytes, MaxFiles: cfg.Audit.MaxFiles,
+		MaxTotalBytes: cfg.Audit.MaxTotalBytes, MinFree: cfg.Audit.MinFree}
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = defaultAuditMaxBytes
 	}
-	return audit.Open(path, max, logger)
+	if opts.MaxFiles == 0 {
+		opts.MaxFiles = defaultAuditMaxFiles
+	}
+	if opts.MaxTotalBytes == 0 {
+		opts.MaxTotalBytes = defaultAuditMaxTotalBytes
+	}
+	return audit.OpenWith(path, opts, logger)
 }
 
 // policyCmd is `broker policy check <file>`.

@@ -16,9 +16,16 @@ import (
 // DefaultName is the tenant a single-token broker serves.
 const DefaultName = "default"
 
-// Quotas bound what a tenant may hold and do; zero means no limit.
+// DefaultWorkspaces is the workspace quota of a tenant that sets none:
+// without one a client could create workspaces until the disk, the
+// inode table or the next start's rediscovery gives out.
+const DefaultWorkspaces = 256
+
+// Quotas bound what a tenant may hold and do; zero means no limit,
+// except Workspaces.
 type Quotas struct {
-	// Workspaces is the most workspaces the tenant may hold at once.
+	// Workspaces is the most workspaces the tenant may hold at once:
+	// 0 means DefaultWorkspaces, -1 no limit.
 	Workspaces int `yaml:"workspaces,omitempty"`
 	// ConcurrentCalls is the most requests of the tenant in flight at once.
 	ConcurrentCalls int `yaml:"concurrentCalls,omitempty"`
@@ -127,10 +134,22 @@ func New(c Config, pol *policy.Policy) (*Tenant, error) {
 		}
 	}
 	q := c.Quotas
-	if q.Workspaces < 0 || q.ConcurrentCalls < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 || q.DiskBytes < 0 {
-		return nil, fmt.Errorf("tenant %s: quotas must not be negative", c.Name)
+	if q.Workspaces < -1 || q.ConcurrentCalls < 0 || q.RequestsPerSecond < 0 || q.Burst < 0 || q.DiskBytes < 0 {
+		return nil, fmt.Errorf("tenant %s: quotas must not be negative (workspaces: -1 is no limit)", c.Name)
 	}
 	return t, nil
+}
+
+// WorkspaceLimit is the most workspaces the tenant may hold at once, its
+// quota or DefaultWorkspaces; 0 means no limit.
+func (q Quotas) WorkspaceLimit() int {
+	switch {
+	case q.Workspaces < 0:
+		return 0
+	case q.Workspaces == 0:
+		return DefaultWorkspaces
+	}
+	return q.Workspaces
 }
 
 // WithTokens is a tenant built in code from plain tokens (the

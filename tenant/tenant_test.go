@@ -53,7 +53,8 @@ func TestRegistryRefusesMistakes(t *testing.T) {
 		"no token":       {Name: "n"},
 		"plain token":    {Name: "n", TokenHashes: []string{"s3cret"}},
 		"short hash":     {Name: "n", TokenHashes: []string{"sha256:abcd"}},
-		"negative quota": {Name: "n", TokenHashes: []string{tenant.HashToken("x")}, Quotas: tenant.Quotas{Workspaces: -1}},
+		"negative quota": {Name: "n", TokenHashes: []string{tenant.HashToken("x")}, Quotas: tenant.Quotas{Workspaces: -2}},
+		"negative rate":  {Name: "n", TokenHashes: []string{tenant.HashToken("x")}, Quotas: tenant.Quotas{RequestsPerSecond: -1}},
 		"bad image glob": {Name: "n", TokenHashes: []string{tenant.HashToken("x")}, Images: []string{"[a"}},
 	} {
 		if _, err := tenant.New(c, nil); err == nil {
@@ -74,5 +75,17 @@ func TestAllowsBackendAndImage(t *testing.T) {
 	open := mustTenant(t, tenant.Config{Name: "b", TokenHashes: []string{tenant.HashToken("y")}})
 	if !open.AllowsBackend("ssh") || !open.AllowsImage("anything") {
 		t.Error("no lists must allow all")
+	}
+}
+
+func TestWorkspaceLimitDefault(t *testing.T) {
+	for q, want := range map[int]int{0: tenant.DefaultWorkspaces, -1: 0, 3: 3} {
+		if got := (tenant.Quotas{Workspaces: q}).WorkspaceLimit(); got != want {
+			t.Errorf("workspaces %d: limit %d, want %d", q, got, want)
+		}
+	}
+	if _, err := tenant.New(tenant.Config{Name: "n", TokenHashes: []string{tenant.HashToken("x")},
+		Quotas: tenant.Quotas{Workspaces: -1}}, nil); err != nil {
+		t.Errorf("workspaces -1 (no limit) refused: %v", err)
 	}
 }

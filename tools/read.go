@@ -101,13 +101,23 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 
 	col := newHeadCollector(TruncationOptions{})
 	total := 0
-	err := scanLines(ctx, r, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
+	// Once no later line can be shown, lines are only counted, and only
+	// for countBudget bytes more (a 50 GB file must not take minutes).
+	lim := newCountLimiter(r)
+	err := scanLines(ctx, bufio.NewReaderSize(lim, 64<<10), DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
 		i := total
 		total++
+		if !lim.counting && i >= startLine && (i >= endLine || !col.keeping) {
+			lim.start()
+		}
 		if i < startLine || i >= endLine {
 			return
 		}
 		col.add(prefix, rawLen, complete)
+	}, func() {
+		if total >= startLine { // a shown line too long to show: only its size is left to find
+			lim.start()
+		}
 	})
 	if err != nil {
 		return Result{}, t.readErr(ctx, err)
@@ -134,20 +144,33 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 	var details any
 	switch {
 	case tr.FirstLineExceedsLimit:
+		size := FormatSize(col.firstLen)
+		if lim.cut {
+			size = "at least " + size
+		}
 		text = fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
-			startDisplay, FormatSize(col.firstLen), FormatSize(DefaultMaxBytes), startDisplay, args.Path, DefaultMaxBytes)
+			startDisplay, size, FormatSize(DefaultMaxBytes), startDisplay, args.Path, DefaultMaxBytes)
 		details = readDetails{Truncation: &tr}
 	case tr.Truncated:
 		endDisplay := startDisplay + tr.OutputLines - 1
 		text = tr.Content
-		if tr.By() == "lines" {
+		switch {
+		case lim.cut:
+			// pi's notice, with the total as the lower bound it is.
+			text += fmt.Sprintf("\n\n[Showing lines %d-%d of at least %d (stopped counting after %s more). Use offset=%d to continue.]",
+				startDisplay, endDisplay, total, FormatSize(int(countBudget)), endDisplay+1)
+		case tr.By() == "lines":
 			text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d. Use offset=%d to continue.]",
 				startDisplay, endDisplay, total, endDisplay+1)
-		} else {
+		default:
 			text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d (%s limit). Use offset=%d to continue.]",
 				startDisplay, endDisplay, total, FormatSize(DefaultMaxBytes), endDisplay+1)
 		}
 		details = readDetails{Truncation: &tr}
+	case hasLimit && lim.cut:
+		next := startLine + userLimited
+		text = tr.Content + fmt.Sprintf("\n\n[At least %d more lines in file (stopped counting after %s more). Use offset=%d to continue.]",
+			total-next, FormatSize(int(countBudget)), next+1)
 	case hasLimit && startLine+userLimited < total:
 		next := startLine + userLimited
 		text = tr.Content + fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", total-next, next+1)
@@ -161,7 +184,8 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 // (so n newlines give n+1 lines, the last possibly empty), passing at most
 // keep bytes of the line, its full length, and whether the prefix is the
 // whole line. Memory stays bounded by keep whatever the line lengths.
-func scanLines(ctx context.Context, r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, complete bool)) error {
+// onLong, when set, is called as a line grows past keep bytes.
+func scanLines(ctx context.Context, r *bufio.Reader, keep int, fn func(prefix []byte, rawLen int, complete bool), onLong func()) error {
 	var buf []byte
 	rawLen := 0
 	for {
@@ -176,6 +200,9 @@ func scanLines(ctx context.Context, r *bufio.Reader, keep int, fn func(prefix []
 		}
 		if room := keep - len(buf); room > 0 {
 			buf = append(buf, chunk[:min(end, room)]...)
+		}
+		if onLong != nil && rawLen <= keep && rawLen+end > keep {
+			onLong()
 		}
 		rawLen += end
 		switch {

@@ -156,7 +156,7 @@ func (s *Service) admitCreate(t *tenant.Tenant, name string, b opsapi.Backend, o
 // The returned func gives the reservation back (the workspace, if made,
 // is counted by then).
 func (s *Service) reserveWorkspace(t *tenant.Tenant) (func(), error) {
-	q := t.Quotas.Workspaces
+	q := t.Quotas.WorkspaceLimit()
 	if q <= 0 {
 		return func() {}, nil
 	}

@@ -83,3 +83,42 @@ func (s *Service) Enter(t *tenant.Tenant) (leave func(), err error) {
 		tl.mu.Unlock()
 	}, nil
 }
+
+// EnterBatch takes, without waiting, up to n more of the tenant's call
+// slots for the other calls of a batch (the batch request holds one
+// already): it returns how many it got and a func that gives them back.
+// The batch then runs at most 1+extra calls at once, so its calls count
+// against concurrentCalls like separate requests.
+func (s *Service) EnterBatch(t *tenant.Tenant, n int) (extra int, leave func()) {
+	c := t.Quotas.ConcurrentCalls
+	if c <= 0 || n <= 0 {
+		return max(n, 0), func() {}
+	}
+	tl := s.limitsFor(t)
+	tl.mu.Lock()
+	extra = min(n, max(0, c-tl.inflight))
+	tl.inflight += extra
+	tl.mu.Unlock()
+	return extra, func() {
+		tl.mu.Lock()
+		tl.inflight -= extra
+		tl.mu.Unlock()
+	}
+}
+
+// ChargeCall charges one more call of a batch against the tenant's
+// request rate, without waiting: over it, a *LimitError (rule "rate").
+func (s *Service) ChargeCall(t *tenant.Tenant) error {
+	tl := s.limitsFor(t)
+	res := tl.lim.Reserve()
+	if res.OK() && res.Delay() == 0 {
+		return nil
+	}
+	wait := time.Second
+	if res.OK() {
+		wait = res.Delay()
+		res.Cancel()
+	}
+	return &LimitError{Rule: "rate", RetryAfter: wait,
+		Reason: fmt.Sprintf("tenant %s is over its rate of %g requests per second", t.Name, t.Quotas.RequestsPerSecond)}
+}

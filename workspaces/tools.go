@@ -25,6 +25,18 @@ const BashTool = "bash"
 // every update and of the result, and one audit record, numbered seq
 // under the request's audit id.
 func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) tools.Result {
+	return s.runTool(ctx, w, seq, name, args, onUpdate, nil)
+}
+
+// RefuseTool is a batch call refused by its tenant's limits (le): it
+// does not run, gets an isError result naming the limit, and is audited
+// as a denial under the limit's rule, as a 429 request would be.
+func (s *Service) RefuseTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, le *LimitError) tools.Result {
+	return s.runTool(ctx, w, seq, name, args, nil, le)
+}
+
+func (s *Service) runTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage,
+	onUpdate tools.UpdateFunc, refused *LimitError) tools.Result {
 	start := time.Now()
 	red := s.policyOf(w.tenant).Redactor()
 	req := requestFrom(ctx)
@@ -47,7 +59,19 @@ func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name strin
 	// The Guard's own denials (a link into a denied path) land in this
 	// call's record.
 	ctx = context.WithValue(ctx, notesKey{}, Notes(rec))
-	res := s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
+	var res tools.Result
+	switch {
+	case refused != nil:
+		rec.Deny(refused.Rule, refused.Reason)
+		res = tools.ErrorResult(fmt.Sprintf("Blocked by %s limit: %s. Retry after %s.", refused.Rule, refused.Reason,
+			refused.RetryAfter.Round(time.Second)))
+	case s.cfg.Audit.Ready() != nil:
+		// Fail closed: a call that could not be recorded does not run.
+		rec.Deny("audit", "the audit trail cannot be written")
+		res = tools.ErrorResult("Refused: the broker's audit trail cannot be written, so no call runs. Try again later.")
+	default:
+		res = s.decideAndRun(ctx, w, red, rec, name, args, onUpdate)
+	}
 	out, _ := json.Marshal(res)
 	isErr := res.IsError
 	now := time.Now()
@@ -129,7 +153,9 @@ func (s *Service) Record(ev audit.Event) {
 	if ev.Decision == "deny" {
 		s.obs.Denied(ev.Rule)
 	}
-	s.cfg.Audit.Write(ev)
+	// A failed write is logged by the log, and makes its Ready refuse
+	// the next calls: the call itself has already run.
+	_ = s.cfg.Audit.Write(ev)
 }
 
 // NewAuditID returns 128 random bits as hex: a client's X-Request-Id is

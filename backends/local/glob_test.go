@@ -67,19 +67,37 @@ func TestListRemovesStaleTemporaries(t *testing.T) {
 	}
 	ws := w.(*local.Workspace)
 	t.Cleanup(func() { _ = ws.Destroy(context.Background()) })
-	// What a crash mid-WriteFile leaves: the target and a temporary.
+	// What a crash mid-WriteFile leaves: the target and temporaries, one
+	// of them written a moment before the crash.
 	sh(t, ws, "mkdir d && echo old > d/f && echo partial > d/.f.tmp-0123456789abcdef && echo fresh > .g.tmp-fedcba9876543210 && echo mine > .h.tmp-notrandom")
 	old := time.Now().Add(-time.Hour)
 	for _, p := range []string{"d/.f.tmp-0123456789abcdef", ".h.tmp-notrandom"} {
 		_ = os.Chtimes(filepath.Join(ws.Root(), p), old, old)
 	}
-	if _, err := b.List(t.Context()); err != nil {
+	_ = b.Close()
+	time.Sleep(10 * time.Millisecond) // the restart comes after the last write
+	restarted, err := local.New(local.Config{StateDir: state}, testutil.Logger(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Every temporary is gone, however recent (List runs at start, and one
-	// broker holds a state directory: no write can be in progress); a
-	// user's file of a similar name stays.
-	if out := sh(t, ws, "ls -A . d"); out != ".:\n.h.tmp-notrandom\nd\n\nd:\nf\n" {
-		t.Fatalf("after List: %q", out)
+	t.Cleanup(func() { _ = restarted.Close() })
+	// A write of this run, in progress while the sweep runs.
+	sh(t, ws, "echo live > .i.tmp-00112233aabbccdd")
+	if _, err := restarted.List(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Every temporary from before the restart goes, however recent (one
+	// broker holds a state directory: none can be a write in progress),
+	// in the background (a start does not wait for every workspace's
+	// walk); this run's and a user's file of a similar name stay.
+	want := ".:\n.h.tmp-notrandom\n.i.tmp-00112233aabbccdd\nd\n\nd:\nf\n"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out := sh(t, ws, "ls -A . d")
+		if out == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after List: %q", out)
+		}
 	}
 }

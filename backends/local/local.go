@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
@@ -29,7 +30,10 @@ type Backend struct {
 	dir    string // StateDir/workspaces, symlinks resolved
 	logger *slog.Logger
 	closed atomic.Bool
-	cg     *cgroups.Base // nil: process groups and markers only
+	// started is when New ran: a write temporary older than that was
+	// left by a crash.
+	started time.Time
+	cg      *cgroups.Base // nil: process groups and markers only
 	// cgMu orders creating a workspace's group against removing the
 	// base group once the last workspace is gone.
 	cgMu sync.Mutex
@@ -69,7 +73,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, opsapi.E("local.New", dir, nil, err)
 	}
-	b := &Backend{cfg: cfg, dir: dir, logger: logger.With("backend", "local")}
+	b := &Backend{cfg: cfg, dir: dir, logger: logger.With("backend", "local"), started: time.Now()}
 	if err := b.openCgroups(); err != nil {
 		return nil, err
 	}
@@ -233,11 +237,11 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	return ws, nil
 }
 
-// List finds the workspaces that exist in StateDir after a restart, so
-// that they can be used or destroyed again; it is meant to run at start,
-// before any write. It also removes the
-// temporary files of writes a crash interrupted (see
-// Workspace.removeStaleTemps), which walks each workspace once.
+// List finds the workspaces that exist in StateDir, e.g. after a restart,
+// so that they can be used or destroyed again. It also starts removing,
+// in the background, the temporary files of writes a crash interrupted
+// (see Workspace.removeStaleTemps): that walks every workspace's whole
+// tree, which with thousands of workspaces must not hold up a start.
 func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
@@ -255,12 +259,25 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			b.logger.Warn("skipping unreadable workspace", "workspace", e.Name(), "err", err)
 			continue
 		}
-		if n := ws.removeStaleTemps(ctx); n > 0 {
-			b.logger.Info("removed interrupted writes' temporary files", "workspace", e.Name(), "count", n)
-		}
 		out[e.Name()] = ws
 	}
+	go b.sweepStaleTemps(out)
 	return out, nil
+}
+
+// sweepStaleTemps removes the stale temporaries of each workspace, one
+// workspace at a time, until done or the backend is closed.
+func (b *Backend) sweepStaleTemps(found map[string]opsapi.Workspace) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for id, w := range found {
+		if b.closed.Load() {
+			return
+		}
+		if n := w.(*Workspace).removeStaleTemps(ctx, b.started); n > 0 {
+			b.logger.Info("removed interrupted writes' temporary files", "workspace", id, "count", n)
+		}
+	}
 }
 
 // Close stops the backend from creating workspaces; existing workspaces
@@ -466,17 +483,22 @@ func lookPath(name string) (string, error) { return exec.LookPath(name) }
 var tempPattern = regexp.MustCompile(`^\..+\.tmp-[0-9a-f]{16}$`)
 
 // removeStaleTemps deletes WriteFile temporaries that a crash left behind
-// (regular files named .<name>.tmp-<16 hex>), however recent: it runs at
-// start (List), and one broker holds a state directory (the broker locks
-// it), so none can belong to a write in progress. The walk never follows
-// links and every removal goes through the root.
-func (w *Workspace) removeStaleTemps(ctx context.Context) int {
+// (regular files named .<name>.tmp-<16 hex>) last written before since,
+// the backend's start, however recently: one broker holds a state
+// directory (broker serve locks it), so none of those can belong to a
+// write in progress, while a write of this run (the sweep runs in the
+// background) is newer. The walk never follows links and every removal
+// goes through the root.
+func (w *Workspace) removeStaleTemps(ctx context.Context, since time.Time) int {
 	n := 0
 	_ = filepath.WalkDir(w.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) {
+			return nil
+		}
+		if fi, err := d.Info(); err != nil || !fi.ModTime().Before(since) {
 			return nil
 		}
 		rel, err := filepath.Rel(w.root, p)
