@@ -24,6 +24,10 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultShutdownGrace     = 10 * time.Second
 	DefaultMaxBatchCalls     = 128
+	// DefaultMaxBodyBytesInFlight is two tool calls of the largest size:
+	// with the copies decoding makes, the broker's heap stays well under
+	// 256 MiB however many clients send large bodies at once.
+	DefaultMaxBodyBytesInFlight = 32 << 20 // 32 MiB
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -74,6 +78,11 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBatchCalls bounds the calls of one batch.
 	MaxBatchCalls int
+	// MaxBodyBytesInFlight bounds the bytes of JSON and tool-call bodies
+	// held in memory at once, over all requests; a body that would pass
+	// it gets 503 with Retry-After, and nothing runs. At least
+	// MaxToolBody and MaxJSONBody. (File uploads stream and do not count.)
+	MaxBodyBytesInFlight int64
 	// MCP configures the MCP endpoints (/v1/mcp and
 	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
 	// whether a session's workspaces outlive it.
@@ -115,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchCalls == 0 {
 		c.MaxBatchCalls = DefaultMaxBatchCalls
 	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)
+	}
 	return c
 }
 
@@ -138,6 +150,9 @@ func (c Config) Validate() error {
 		return errors.New("broker: timeouts must be positive")
 	case c.MaxBatchCalls < 0:
 		return errors.New("broker: MaxBatchCalls must be positive")
+	case c.MaxBodyBytesInFlight < max(c.MaxToolBody, c.MaxJSONBody):
+		return fmt.Errorf("broker: MaxBodyBytesInFlight (%d) must hold at least one body of MaxToolBody (%d) and MaxJSONBody (%d)",
+			c.MaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)
 	}
 	if err := c.MCP.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -27,6 +27,7 @@ type Server struct {
 	metrics *metrics
 	mcp     *mcp.Server
 	handler http.Handler
+	bodies  *bodyBudget // bytes of request bodies held at once
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -52,7 +53,8 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics()}
+	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(),
+		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}}
 	svc, err := workspaces.New(workspaces.Config{
 		Backends:       backends,
 		DefaultBackend: cfg.DefaultBackend,
