@@ -2,12 +2,16 @@
 package broker_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/wire"
@@ -104,4 +108,86 @@ func TestKeysDifferingOnlyInCaseAreRefused(t *testing.T) {
 	}
 	// One spelling alone is fine.
 	e.must(http.StatusOK, "POST", w+"/tools/bash", bytes.NewReader([]byte(`{"command":"true"}`)), nil)
+}
+
+// TestBodyBudgetBoundsBytesHeldAtOnce: while one request holds most of
+// MaxBodyBytesInFlight (a body declared and still arriving), another
+// that would pass it is 503 unavailable with Retry-After and runs
+// nothing; once the first ends, the same request runs.
+func TestBodyBudgetBoundsBytesHeldAtOnce(t *testing.T) {
+	e := newEnv(t, func(c *broker.Config) {
+		c.MaxToolBody = 1 << 20
+		c.MaxBodyBytesInFlight = 1 << 20
+	})
+	ws := e.workspace()
+	route := "/v1/workspaces/" + ws.ID + "/tools/bash"
+
+	// The first request declares 950 KB and sends half.
+	held := `{"command":"true #` + strings.Repeat("x", 950<<10) + `"}`
+	conn, err := net.Dial("tcp", e.hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		route, e.hs.Listener.Addr(), testToken, len(held))
+	if _, err := io.WriteString(conn, held[:len(held)/2]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.srv.BodyBytesInFlight() >= int64(len(held)) })
+
+	second := `{"command":"touch ran #` + strings.Repeat("y", 100<<10) + `"}`
+	resp, data := e.do("POST", route, second)
+	p := checkProblem(t, resp, data, http.StatusServiceUnavailable, "unavailable")
+	if resp.Header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "MaxBodyBytesInFlight") {
+		t.Fatalf("Retry-After %q, detail %q", resp.Header.Get("Retry-After"), p.Detail)
+	}
+	if _, err := statHost(ws, "ran"); err == nil {
+		t.Fatal("the refused call ran")
+	}
+
+	if _, err := io.WriteString(conn, held[len(held)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	first, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || first.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %v %v", first, err)
+	}
+	first.Body.Close()
+	waitFor(t, func() bool { return e.srv.BodyBytesInFlight() == 0 })
+	e.must(http.StatusOK, "POST", route, second, nil)
+	if _, err := statHost(ws, "ran"); err != nil {
+		t.Fatalf("after the budget freed: %v", err)
+	}
+}
+
+// TestLargeToolCallCopies: a 16 MiB write tool call allocates at most 4
+// times its size in the broker (it was 16 times: a growing read buffer,
+// the token decoder's buffer and strings in the check, again in the
+// tool's argument decoder, and a re-encoding).
+func TestLargeToolCallCopies(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.workspace()
+	body := []byte(`{"path":"big.txt","content":"` + strings.Repeat("a", broker.DefaultMaxToolBody-64) + `"}`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	e.must(http.StatusOK, "POST", "/v1/workspaces/"+ws.ID+"/tools/write", bytes.NewReader(body), nil)
+	runtime.ReadMemStats(&after)
+	if ratio := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(body)); ratio > 4 {
+		t.Errorf("a %d-byte write call allocated %.1f times its size", len(body), ratio)
+	}
+	if fi, err := statHost(ws, "big.txt"); err != nil || fi.Size() != int64(len(body)-len(`{"path":"big.txt","content":""}`)) {
+		t.Fatalf("big.txt: %v %v", fi, err)
+	}
+}
+
+// waitFor polls cond (no timing is asserted: it fails only after 10 s).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+	}
 }

@@ -62,10 +62,11 @@ func TestCheckJSON(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	cases := map[string]Config{
-		"no token":       {},
-		"empty token":    {Tokens: []string{""}},
-		"negative limit": {Tokens: []string{"t"}, MaxJSONBody: -1},
-		"negative grace": {Tokens: []string{"t"}, ShutdownGrace: -1},
+		"no token":                 {},
+		"empty token":              {Tokens: []string{""}},
+		"negative limit":           {Tokens: []string{"t"}, MaxJSONBody: -1},
+		"negative grace":           {Tokens: []string{"t"}, ShutdownGrace: -1},
+		"budget below a tool body": {Tokens: []string{"t"}, MaxBodyBytesInFlight: DefaultMaxToolBody - 1},
 	}
 	for name, c := range cases {
 		if c.Validate() == nil {

@@ -85,6 +85,10 @@ func (s *Server) Tenants() *tenant.Registry { return s.svc.Tenants() }
 // front ends (MCP) to call the same.
 func (s *Server) Service() *workspaces.Service { return s.svc }
 
+// BodyBytesInFlight reports the bytes of request bodies the broker holds
+// now, against Config.MaxBodyBytesInFlight.
+func (s *Server) BodyBytesInFlight() int64 { return s.bodies.inUse() }
+
 // Handler returns the broker's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
