@@ -83,6 +83,12 @@ type Config struct {
 	// it gets 503 with Retry-After, and nothing runs. At least
 	// MaxToolBody and MaxJSONBody. (File uploads stream and do not count.)
 	MaxBodyBytesInFlight int64
+	// AllowedHosts are the Host header names the broker answers for (any
+	// port); any other Host gets 421 before a handler runs, which stops
+	// DNS rebinding. Empty means the listen address's host, localhost,
+	// 127.0.0.1 and ::1 (and any IP literal when listening on every
+	// address); "*" turns the check off.
+	AllowedHosts []string
 	// MCP configures the MCP endpoints (/v1/mcp and
 	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
 	// whether a session's workspaces outlive it.

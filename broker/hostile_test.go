@@ -191,3 +191,46 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestHostHeaderIsChecked: a Host the broker does not answer for (a DNS
+// rebinding page's own domain) is 421 on every route, /metrics included,
+// before authentication; loopback names with any port pass, and a
+// configured list replaces the default.
+func TestHostHeaderIsChecked(t *testing.T) {
+	e := newEnv(t, nil)
+	send := func(e *env, host, path string) (*http.Response, []byte) {
+		req := e.request("GET", path, nil)
+		req.Host = host
+		resp := e.send(req)
+		data, _ := io.ReadAll(resp.Body)
+		return resp, data
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/v1/workspaces", "/v1/nowhere"} {
+		for _, host := range []string{"rebind.attacker.example", "rebind.attacker.example:8722", "127.0.0.1.nip.io"} {
+			resp, data := send(e, host, path)
+			p := checkProblem(t, resp, data, http.StatusMisdirectedRequest, "misdirected_request")
+			if !strings.Contains(p.Detail, host) {
+				t.Errorf("detail %q", p.Detail)
+			}
+		}
+		for _, host := range []string{"localhost", "LOCALHOST:9", "127.0.0.1:1", "[::1]:8722", "::1", "localhost."} {
+			if resp, data := send(e, host, path); resp.StatusCode == http.StatusMisdirectedRequest {
+				t.Errorf("Host %q on %s refused: %s", host, path, data)
+			}
+		}
+	}
+	own := newEnv(t, func(c *broker.Config) { c.AllowedHosts = []string{"broker.internal"} })
+	if resp, data := send(own, "broker.internal:443", "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Errorf("configured host: %d %s", resp.StatusCode, data)
+	}
+	if resp, _ := send(own, "localhost", "/healthz"); resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("localhost with a configured list: %d", resp.StatusCode)
+	}
+	all := newEnv(t, func(c *broker.Config) { c.Addr = "0.0.0.0:8722" })
+	if resp, _ := send(all, "192.0.2.7:8722", "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Errorf("an IP literal on a broker listening everywhere: %d", resp.StatusCode)
+	}
+	if resp, _ := send(all, "rebind.attacker.example", "/healthz"); resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a name on a broker listening everywhere: %d", resp.StatusCode)
+	}
+}

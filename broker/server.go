@@ -28,6 +28,7 @@ type Server struct {
 	mcp     *mcp.Server
 	handler http.Handler
 	bodies  *bodyBudget // bytes of request bodies held at once
+	hosts   hostSet     // the Host names the broker answers for
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -54,7 +55,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		}
 	}
 	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(),
-		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}}
+		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}, hosts: newHostSet(cfg.AllowedHosts, cfg.Addr)}
 	svc, err := workspaces.New(workspaces.Config{
 		Backends:       backends,
 		DefaultBackend: cfg.DefaultBackend,
