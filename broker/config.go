@@ -24,6 +24,12 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultShutdownGrace     = 10 * time.Second
 	DefaultMaxBatchCalls     = 128
+	DefaultBodyIdleTimeout   = 30 * time.Second
+	DefaultMinBodyRate       = 4 << 10 // 4 KiB/s
+	DefaultMaxConnsPerPeer   = 512
+	// DefaultMaxConns is the cap on open connections when the process's
+	// file descriptor limit allows it; below, half that limit.
+	DefaultMaxConns = 4096
 	// DefaultMaxBodyBytesInFlight is two tool calls of the largest size:
 	// with the copies decoding makes, the broker's heap stays well under
 	// 256 MiB however many clients send large bodies at once.
@@ -71,6 +77,21 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds the time to read a JSON body.
 	BodyReadTimeout time.Duration
+	// BodyIdleTimeout ends a request whose body (any body, uploads
+	// included) stalls this long; it is also the grace before MinBodyRate
+	// applies.
+	BodyIdleTimeout time.Duration
+	// MinBodyRate is the slowest a body may arrive, in bytes per second
+	// on average after BodyIdleTimeout: a body trickled byte by byte
+	// times out instead of holding a connection and a file descriptor.
+	MinBodyRate int64
+	// MaxConns caps the connections Serve holds open at once; more wait
+	// in the listen backlog. Default: 4096, or half the process's file
+	// descriptor limit when that is lower.
+	MaxConns int
+	// MaxConnsPerPeer caps the connections from one IP address; past it
+	// a new connection is closed at once.
+	MaxConnsPerPeer int
 	// IdleTimeout closes idle keep-alive connections.
 	IdleTimeout time.Duration
 	// ShutdownGrace is how long Serve lets in-flight requests finish after
@@ -124,6 +145,18 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.BodyIdleTimeout == 0 {
+		c.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = DefaultMinBodyRate
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = defaultMaxConns()
+	}
+	if c.MaxConnsPerPeer == 0 {
+		c.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -152,8 +185,10 @@ func (c Config) Validate() error {
 		return errors.New("broker: body limits must be positive")
 	case c.MaxHeaderBytes < 0:
 		return errors.New("broker: MaxHeaderBytes must be positive")
-	case c.ReadHeaderTimeout < 0, c.BodyReadTimeout < 0, c.IdleTimeout < 0, c.ShutdownGrace < 0:
+	case c.ReadHeaderTimeout < 0, c.BodyReadTimeout < 0, c.IdleTimeout < 0, c.ShutdownGrace < 0, c.BodyIdleTimeout < 0:
 		return errors.New("broker: timeouts must be positive")
+	case c.MinBodyRate < 0, c.MaxConns < 0, c.MaxConnsPerPeer < 0:
+		return errors.New("broker: MinBodyRate, MaxConns and MaxConnsPerPeer must be positive")
 	case c.MaxBatchCalls < 0:
 		return errors.New("broker: MaxBatchCalls must be positive")
 	case c.MaxBodyBytesInFlight < max(c.MaxToolBody, c.MaxJSONBody):

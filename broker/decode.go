@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,12 +46,10 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 // ends; over the budget the request gets 503 with Retry-After before
 // anything runs.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	if s.cfg.BodyReadTimeout > 0 {
-		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
-		// Cleared afterwards: the server's background read that notices a
-		// client disconnect runs under the same deadline.
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	if p := pacerFrom(r.Context()); p != nil && s.cfg.BodyReadTimeout > 0 {
+		// The body's pace sets the connection's deadline; a JSON body
+		// also has a whole-body deadline.
+		p.limitTo(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
 	held := &heldBytes{budget: s.bodies}
 	// The request's context ends when its handler returns: the body is
@@ -64,6 +63,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	if err != nil {
 		var maxBytes *http.MaxBytesError
+		if errors.Is(err, errSlowBody) {
+			return nil, badRequest("reading the request body: %v", err)
+		}
 		if errors.As(err, &maxBytes) {
 			return nil, fmt.Errorf("request body is larger than %d bytes: %w", maxBytes.Limit, err)
 		}
@@ -143,6 +145,13 @@ func (h *heldBytes) read(body io.Reader, declared int64) ([]byte, error) {
 		buf := make([]byte, declared)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return nil, err
+		}
+		// Read on to the end: net/http starts watching for the client's
+		// disconnect (which cancels a running command) only once the body
+		// has hit EOF, and the body's deadline is cleared then.
+		var more [1]byte
+		if n, err := body.Read(more[:]); n > 0 || (err != nil && !errors.Is(err, io.EOF)) {
+			return nil, fmt.Errorf("the body does not end at its Content-Length: %w", cmp.Or(err, io.ErrUnexpectedEOF))
 		}
 		return buf, nil
 	}

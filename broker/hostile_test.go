@@ -4,6 +4,7 @@ package broker_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -232,5 +233,141 @@ func TestHostHeaderIsChecked(t *testing.T) {
 	}
 	if resp, _ := send(all, "rebind.attacker.example", "/healthz"); resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("a name on a broker listening everywhere: %d", resp.StatusCode)
+	}
+}
+
+// TestSlowBodiesTimeOut: a PUT /files body trickled a byte at a time
+// falls behind MinBodyRate and ends with 400, and a body that stalls
+// ends after BodyIdleTimeout, on a JSON route too; nothing is written.
+func TestSlowBodiesTimeOut(t *testing.T) {
+	e := newEnv(t, func(c *broker.Config) {
+		c.BodyIdleTimeout = 300 * time.Millisecond
+		c.MinBodyRate = 1 << 10
+	})
+	ws := e.workspace()
+	cases := map[string]struct {
+		method, path string
+		trickle      bool
+	}{
+		"byte at a time upload": {"PUT", wsPath(ws, "/files", "slow.txt"), true},
+		"stalled upload":        {"PUT", wsPath(ws, "/files", "stalled.txt"), false},
+		"byte at a time exec":   {"POST", "/v1/workspaces/" + ws.ID + "/exec", true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", e.hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			const size = 100000 // 100 s at 1 KB/s, 2000 s at a byte every 20 ms
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				c.method, c.path, testToken, size)
+			stop := make(chan struct{})
+			defer close(stop)
+			if c.trickle {
+				go func() {
+					for range size {
+						select {
+						case <-stop:
+							return
+						case <-time.After(20 * time.Millisecond):
+						}
+						if _, err := conn.Write([]byte{' '}); err != nil {
+							return
+						}
+					}
+				}()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a failure bound, not a timing claim
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			p := checkProblem(t, resp, data, http.StatusBadRequest, "bad_request")
+			if !strings.Contains(p.Detail, "bytes/s") {
+				t.Errorf("detail %q", p.Detail)
+			}
+		})
+	}
+	for _, f := range []string{"slow.txt", "stalled.txt"} {
+		if _, err := statHost(ws, f); err == nil {
+			t.Errorf("%s was written", f)
+		}
+	}
+}
+
+// TestConnectionCaps: Serve holds at most MaxConnsPerPeer connections from
+// one address (one more is closed at once) and MaxConns in all (one more
+// waits until another closes, then is served).
+func TestConnectionCaps(t *testing.T) {
+	e := newEnv(t, func(c *broker.Config) {
+		c.MaxConns = 6
+		c.MaxConnsPerPeer = 3
+		c.ReadHeaderTimeout = time.Minute
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	dialFrom := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	healthz := func(c net.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	var first []net.Conn
+	for range 3 {
+		c := dialFrom("127.0.0.1")
+		if err := healthz(c); err != nil {
+			t.Fatalf("within the per-peer cap: %v", err)
+		}
+		first = append(first, c)
+	}
+	if err := healthz(dialFrom("127.0.0.1")); err == nil {
+		t.Fatal("a 4th connection from one peer was served")
+	}
+	for range 3 {
+		if err := healthz(dialFrom("127.0.0.2")); err != nil {
+			t.Fatalf("another peer: %v", err)
+		}
+	}
+	waitFor(t, func() bool { return e.srv.OpenConns() == 6 })
+	waiting := dialFrom("127.0.0.3")
+	answered := make(chan error, 1)
+	go func() { answered <- healthz(waiting) }()
+	select {
+	case err := <-answered:
+		t.Fatalf("a connection past MaxConns was served (%v)", err)
+	case <-time.After(300 * time.Millisecond): // it may only be slow here; the check below is what counts
+	}
+	if e.srv.OpenConns() != 6 {
+		t.Fatalf("%d connections open, want 6", e.srv.OpenConns())
+	}
+	first[0].Close()
+	if err := <-answered; err != nil {
+		t.Fatalf("once a connection closed: %v", err)
 	}
 }

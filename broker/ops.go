@@ -147,6 +147,9 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 	if body.overflow != nil {
 		err = fmt.Errorf("upload of %s is larger than %d bytes: %w", p, s.cfg.MaxUploadBytes, body.overflow)
 	}
+	if pb := pacerFrom(r.Context()); pb != nil && pb.slow() != nil {
+		err = fmt.Errorf("%w: upload of %s: %w", ErrBadRequest, p, pb.slow())
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/mcp"
@@ -27,8 +28,9 @@ type Server struct {
 	metrics *metrics
 	mcp     *mcp.Server
 	handler http.Handler
-	bodies  *bodyBudget // bytes of request bodies held at once
-	hosts   hostSet     // the Host names the broker answers for
+	bodies  *bodyBudget                 // bytes of request bodies held at once
+	hosts   hostSet                     // the Host names the broker answers for
+	conns   atomic.Pointer[connLimiter] // Serve's listener, for OpenConns
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -90,6 +92,15 @@ func (s *Server) Service() *workspaces.Service { return s.svc }
 // now, against Config.MaxBodyBytesInFlight.
 func (s *Server) BodyBytesInFlight() int64 { return s.bodies.inUse() }
 
+// OpenConns reports the connections Serve holds open now, against
+// Config.MaxConns.
+func (s *Server) OpenConns() int {
+	if l := s.conns.Load(); l != nil {
+		return l.open()
+	}
+	return 0
+}
+
 // Handler returns the broker's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -124,6 +135,9 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // destroyed: workspaces outlive the process.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
+	limited := limitConns(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerPeer)
+	s.conns.Store(limited)
+	ln = limited
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
