@@ -29,6 +29,16 @@ const (
 	DefaultUnauthPerSecond = 1.0
 	DefaultUnauthBurst     = 20
 	DefaultUnauthPeers     = 4096
+	DefaultBodyIdleTimeout = 30 * time.Second
+	DefaultMinBodyRate     = 4 << 10 // 4 KiB/s
+	DefaultMaxConnsPerPeer = 512
+	// DefaultMaxConns is the cap on open connections when the process's
+	// file descriptor limit allows it; below, half that limit.
+	DefaultMaxConns = 4096
+	// DefaultMaxBodyBytesInFlight is two tool calls of the largest size:
+	// with the copies decoding makes, the broker's heap stays well under
+	// 256 MiB however many clients send large bodies at once.
+	DefaultMaxBodyBytesInFlight = 32 << 20 // 32 MiB
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -72,6 +82,21 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds the time to read a JSON body.
 	BodyReadTimeout time.Duration
+	// BodyIdleTimeout ends a request whose body (any body, uploads
+	// included) stalls this long; it is also the grace before MinBodyRate
+	// applies.
+	BodyIdleTimeout time.Duration
+	// MinBodyRate is the slowest a body may arrive, in bytes per second
+	// on average after BodyIdleTimeout: a body trickled byte by byte
+	// times out instead of holding a connection and a file descriptor.
+	MinBodyRate int64
+	// MaxConns caps the connections Serve holds open at once; more wait
+	// in the listen backlog. Default: 4096, or half the process's file
+	// descriptor limit when that is lower.
+	MaxConns int
+	// MaxConnsPerPeer caps the connections from one IP address; past it
+	// a new connection is closed at once.
+	MaxConnsPerPeer int
 	// IdleTimeout closes idle keep-alive connections.
 	IdleTimeout time.Duration
 	// ShutdownGrace is how long Serve lets in-flight requests finish after
@@ -86,6 +111,17 @@ type Config struct {
 	UnauthPerSecond float64
 	UnauthBurst     int
 	UnauthPeers     int
+	// MaxBodyBytesInFlight bounds the bytes of JSON and tool-call bodies
+	// held in memory at once, over all requests; a body that would pass
+	// it gets 503 with Retry-After, and nothing runs. At least
+	// MaxToolBody and MaxJSONBody. (File uploads stream and do not count.)
+	MaxBodyBytesInFlight int64
+	// AllowedHosts are the Host header names the broker answers for (any
+	// port); any other Host gets 421 before a handler runs, which stops
+	// DNS rebinding. Empty means the listen address's host, localhost,
+	// 127.0.0.1 and ::1 (and any IP literal when listening on every
+	// address); "*" turns the check off.
+	AllowedHosts []string
 	// MCP configures the MCP endpoints (/v1/mcp and
 	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
 	// whether a session's workspaces outlive it.
@@ -121,6 +157,18 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.BodyIdleTimeout == 0 {
+		c.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = DefaultMinBodyRate
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = defaultMaxConns()
+	}
+	if c.MaxConnsPerPeer == 0 {
+		c.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -135,6 +183,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UnauthPeers == 0 {
 		c.UnauthPeers = DefaultUnauthPeers
+	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)
 	}
 	return c
 }
@@ -155,12 +206,17 @@ func (c Config) Validate() error {
 		return errors.New("broker: body limits must be positive")
 	case c.MaxHeaderBytes < 0:
 		return errors.New("broker: MaxHeaderBytes must be positive")
-	case c.ReadHeaderTimeout < 0, c.BodyReadTimeout < 0, c.IdleTimeout < 0, c.ShutdownGrace < 0:
+	case c.ReadHeaderTimeout < 0, c.BodyReadTimeout < 0, c.IdleTimeout < 0, c.ShutdownGrace < 0, c.BodyIdleTimeout < 0:
 		return errors.New("broker: timeouts must be positive")
+	case c.MinBodyRate < 0, c.MaxConns < 0, c.MaxConnsPerPeer < 0:
+		return errors.New("broker: MinBodyRate, MaxConns and MaxConnsPerPeer must be positive")
 	case c.MaxBatchCalls < 0:
 		return errors.New("broker: MaxBatchCalls must be positive")
 	case c.UnauthPerSecond < 0, c.UnauthBurst < 0, c.UnauthPeers < 0:
 		return errors.New("broker: UnauthPerSecond, UnauthBurst and UnauthPeers must be positive")
+	case c.MaxBodyBytesInFlight < max(c.MaxToolBody, c.MaxJSONBody):
+		return fmt.Errorf("broker: MaxBodyBytesInFlight (%d) must hold at least one body of MaxToolBody (%d) and MaxJSONBody (%d)",
+			c.MaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)
 	}
 	if err := c.MCP.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -22,6 +22,7 @@ var (
 	ErrUnsupportedMediaType = wire.ErrUnsupportedMediaType
 	ErrBadRequest           = wire.ErrBadRequest
 	ErrTooManyRequests      = wire.ErrTooManyRequests
+	ErrMisdirected          = wire.ErrMisdirected
 )
 
 // ToHTTP maps an error to its HTTP status and the stable problem code, by

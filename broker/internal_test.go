@@ -47,6 +47,10 @@ func TestCheckJSON(t *testing.T) {
 		`1 2`:                        `bad request: unexpected data after the JSON value at offset 1`,
 		"  \n":                       `bad request: request body is empty; expected JSON`,
 		`{"a":1,}`:                   `bad request: malformed JSON at offset 7: invalid character '}' looking for beginning of object key string`,
+		`{"k":1,"\u212a":2}`:         `bad request: keys "k" and "K" in the top-level object differ only in case at offset 7; JSON keys are matched without regard to case, so both would set the same field`,
+		`{"a":{"Ab":1,"aB":2}}`:      `bad request: keys "Ab" and "aB" in a differ only in case at offset 13; JSON keys are matched without regard to case, so both would set the same field`,
+		`[[[`:                        `bad request: malformed JSON at offset 3: unexpected end of input`,
+		`{"a":"\x"}`:                 `bad request: malformed JSON at offset 6: invalid character 'x' in string escape code`,
 	}
 	for in, want := range bad {
 		err := checkJSON([]byte(in))
@@ -58,10 +62,11 @@ func TestCheckJSON(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	cases := map[string]Config{
-		"no token":       {},
-		"empty token":    {Tokens: []string{""}},
-		"negative limit": {Tokens: []string{"t"}, MaxJSONBody: -1},
-		"negative grace": {Tokens: []string{"t"}, ShutdownGrace: -1},
+		"no token":                 {},
+		"empty token":              {Tokens: []string{""}},
+		"negative limit":           {Tokens: []string{"t"}, MaxJSONBody: -1},
+		"negative grace":           {Tokens: []string{"t"}, ShutdownGrace: -1},
+		"budget below a tool body": {Tokens: []string{"t"}, MaxBodyBytesInFlight: DefaultMaxToolBody - 1},
 	}
 	for name, c := range cases {
 		if c.Validate() == nil {

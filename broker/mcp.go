@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 
@@ -10,9 +12,25 @@ import (
 // mcpRoutes mounts an MCP endpoint's methods (streamable HTTP: POST
 // messages, GET the server's stream, DELETE the session) on r at pattern.
 func mcpRoutes(r chi.Router, s *Server, pattern string, h http.HandlerFunc) {
-	r.With(s.limitBody(s.cfg.MaxToolBody)).Post(pattern, h)
+	r.With(s.limitBody(s.cfg.MaxToolBody), s.checkedBody).Post(pattern, h)
 	r.Get(pattern, h)
 	r.Delete(pattern, h)
+}
+
+// checkedBody reads an MCP message through readJSON, as every JSON body
+// is read (the body budget, the depth limit, one meaning per key), and
+// hands the checked bytes on to the MCP server.
+func (s *Server) checkedBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := s.readJSON(w, r)
+		if err != nil {
+			writeProblem(w, r, s.logger, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		r.ContentLength = int64(len(data))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // serveSessionMCP serves /v1/mcp: one workspace per MCP session.

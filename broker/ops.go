@@ -147,6 +147,9 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 	if body.overflow != nil {
 		err = fmt.Errorf("upload of %s is larger than %d bytes: %w", p, s.cfg.MaxUploadBytes, body.overflow)
 	}
+	if pb := pacerFrom(r.Context()); pb != nil && pb.slow() != nil {
+		err = fmt.Errorf("%w: upload of %s: %w", ErrBadRequest, p, pb.slow())
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -264,13 +267,8 @@ func sortedKeys(m map[string]string) []string {
 
 func (res opsResource) glob(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
-	data, err := s.readBody(w, r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	var req opsapi.GlobRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
@@ -293,13 +291,8 @@ func (res opsResource) glob(w http.ResponseWriter, r *http.Request) {
 
 func (res opsResource) search(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
-	data, err := s.readBody(w, r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	var req opsapi.SearchRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
@@ -354,13 +347,8 @@ func execRequest(req wire.ExecRequest) (opsapi.ExecRequest, error) {
 
 func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 	s, wk := res.s, workspaceFrom(r.Context())
-	data, err := s.readBody(w, r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	var body wire.ExecRequest
-	if err := decodeStrict(data, &body); err != nil {
+	if err := s.decodeJSON(w, r, &body); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}

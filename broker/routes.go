@@ -34,7 +34,7 @@ func (s *Server) routes() http.Handler {
 
 	// No middleware.RealIP: X-Forwarded-For and friends are spoofable, so
 	// logs show the peer address the connection really came from.
-	r.Use(middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer, s.answer405)
+	r.Use(s.checkHost, middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer, s.answer405, s.paceBodies)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/mcp"
@@ -29,6 +30,9 @@ type Server struct {
 	handler http.Handler
 	// unauth limits the requests that fail authentication, per peer.
 	unauth *peerLimiter
+	bodies *bodyBudget                 // bytes of request bodies held at once
+	hosts  hostSet                     // the Host names the broker answers for
+	conns  atomic.Pointer[connLimiter] // Serve's listener, for OpenConns
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -55,7 +59,8 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		}
 	}
 	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(),
-		unauth: newPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers)}
+		unauth: newPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers),
+		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}, hosts: newHostSet(cfg.AllowedHosts, cfg.Addr)}
 	svc, err := workspaces.New(workspaces.Config{
 		Backends:       backends,
 		DefaultBackend: cfg.DefaultBackend,
@@ -85,6 +90,19 @@ func (s *Server) Tenants() *tenant.Registry { return s.svc.Tenants() }
 // Service returns the workspace service the server calls, for other
 // front ends (MCP) to call the same.
 func (s *Server) Service() *workspaces.Service { return s.svc }
+
+// BodyBytesInFlight reports the bytes of request bodies the broker holds
+// now, against Config.MaxBodyBytesInFlight.
+func (s *Server) BodyBytesInFlight() int64 { return s.bodies.inUse() }
+
+// OpenConns reports the connections Serve holds open now, against
+// Config.MaxConns.
+func (s *Server) OpenConns() int {
+	if l := s.conns.Load(); l != nil {
+		return l.open()
+	}
+	return 0
+}
 
 // Handler returns the broker's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -120,6 +138,9 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // destroyed: workspaces outlive the process.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
+	limited := limitConns(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerPeer)
+	s.conns.Store(limited)
+	ln = limited
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}

@@ -349,10 +349,10 @@ func TestAuthorizationBypassAttempts(t *testing.T) {
 	ws := tc.createAs(aliceToken)
 	addr := strings.TrimPrefix(tc.hs.URL, "http://")
 	write := `{"path":"pwned.txt","content":"x"}`
-	smuggled := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + fmt.Sprint(len(write)) + "\r\n\r\n" + write
+	smuggled := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " + fmt.Sprint(len(write)) + "\r\n\r\n" + write
 
 	t.Run("content-length 0 hiding a body", func(t *testing.T) {
-		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bobToken +
+		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + bobToken +
 			"\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n" + smuggled
 		resps := rawRequest(t, addr, raw, 2)
 		if len(resps) == 0 || resps[0].StatusCode != http.StatusNotFound {
@@ -365,14 +365,14 @@ func TestAuthorizationBypassAttempts(t *testing.T) {
 	})
 	t.Run("chunked", func(t *testing.T) {
 		chunk := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(write), write)
-		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bobToken +
+		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + bobToken +
 			"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk
 		if resps := rawRequest(t, addr, raw, 1); len(resps) == 0 || resps[0].StatusCode != http.StatusNotFound {
 			t.Fatalf("responses %v", statuses(resps))
 		}
 	})
 	t.Run("chunked and content-length together", func(t *testing.T) {
-		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bobToken +
+		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + bobToken +
 			"\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(write), write)
 		resps := rawRequest(t, addr, raw, 1)
 		if len(resps) == 0 || (resps[0].StatusCode != http.StatusNotFound && resps[0].StatusCode != http.StatusBadRequest) {
@@ -390,7 +390,7 @@ func TestAuthorizationBypassAttempts(t *testing.T) {
 		checkProblem(t, own, data, http.StatusRequestEntityTooLarge, "too_large")
 	})
 	t.Run("own workspace, body behind content-length 0", func(t *testing.T) {
-		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + aliceToken +
+		raw := "POST /v1/workspaces/" + ws.ID + "/tools/write HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + aliceToken +
 			"\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n" + smuggled
 		resps := rawRequest(t, addr, raw, 2)
 		if len(resps) == 0 || resps[0].StatusCode != http.StatusBadRequest {

@@ -46,10 +46,7 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, fmt.Errorf("tool %q in workspace %s: %w", name, wk.ID(), ErrNotFound))
 		return
 	}
-	args, err := s.readBody(w, r)
-	if err == nil {
-		err = checkJSON(args)
-	}
+	args, err := s.readJSON(w, r)
 	if err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
@@ -95,13 +92,8 @@ func acceptsNDJSON(r *http.Request) bool {
 func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 	s := res.s
 	wk := workspaceFrom(r.Context())
-	data, err := s.readBody(w, r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	var req wire.BatchRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
@@ -120,6 +112,7 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 	for _, c := range req.Calls {
 		if c.Name == workspaces.BashTool {
 			var end func()
+			var err error
 			ctx, end, err = s.svc.StartCommand(ctx, wk)
 			if err != nil {
 				s.fail(w, r, err)

@@ -36,13 +36,8 @@ func (res workspacesResource) Routes() chi.Router {
 
 func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 	s := res.s
-	data, err := s.readBody(w, r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
 	var req wire.CreateRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
 	}

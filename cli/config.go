@@ -75,6 +75,10 @@ type serveConfig struct {
 	// expiry, keeping a session's workspaces. A pointer keeps serveConfig
 	// comparable.
 	MCP *mcpConfig `yaml:"mcp"`
+	// HTTP holds the limits against hostile clients: allowed Host names,
+	// the body budget, minimum body rate, connection caps. A pointer
+	// keeps serveConfig comparable.
+	HTTP *httpLimits `yaml:"http"`
 }
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/broker"
 )
 
 func envMap(m map[string]string) func(string) string {
@@ -175,6 +176,13 @@ ssh:                             # the ssh backend, only when present (package s
   insecureIgnoreHostKey: false   # never outside a throwaway lab
   hosts:
     vm-01: {address: "10.0.3.11:22", user: agent}
+http:                            # limits against hostile clients (docs/security.md)
+  allowedHosts: [localhost, 127.0.0.1, "::1", broker.internal]  # Host names answered; others 421
+  maxBodyBytesInFlight: 33554432 # request-body bytes held at once; past it 503
+  bodyIdleTimeout: 30s           # a body that stalls this long ends
+  minBodyRate: 4096              # bytes/s a body must keep up after bodyIdleTimeout
+  maxConns: 4096                 # open connections; default also at most half the fd limit
+  maxConnsPerPeer: 512           # open connections per client IP
 `
 	path := filepath.Join(t.TempDir(), "broker.yaml")
 	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
@@ -192,5 +200,11 @@ ssh:                             # the ssh backend, only when present (package s
 	}
 	if cfg.SSH == nil || cfg.SSH.Hosts["vm-01"].User != "agent" || cfg.SSH.KnownHostsFiles[0] != "/etc/wsbroker/known_hosts" {
 		t.Fatalf("ssh section loaded as %+v", cfg.SSH)
+	}
+	var bc broker.Config
+	cfg.HTTP.apply(&bc)
+	if len(bc.AllowedHosts) != 4 || bc.AllowedHosts[3] != "broker.internal" || bc.MaxBodyBytesInFlight != 32<<20 ||
+		bc.BodyIdleTimeout != 30*time.Second || bc.MinBodyRate != 4096 || bc.MaxConns != 4096 || bc.MaxConnsPerPeer != 512 {
+		t.Fatalf("http section applied as %+v", bc)
 	}
 }

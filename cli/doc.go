@@ -59,6 +59,13 @@
 //	  memory: 2GiB
 //	  network: none
 //	  idleTTL: 24h
+//	http:                            # limits against hostile clients (docs/security.md)
+//	  allowedHosts: [localhost, 127.0.0.1, "::1", broker.internal]  # Host names answered; others 421
+//	  maxBodyBytesInFlight: 33554432 # request-body bytes held at once; past it 503
+//	  bodyIdleTimeout: 30s           # a body that stalls this long ends
+//	  minBodyRate: 4096              # bytes/s a body must keep up after bodyIdleTimeout
+//	  maxConns: 4096                 # open connections; default also at most half the fd limit
+//	  maxConnsPerPeer: 512           # open connections per client IP
 //
 // The local backend is always served. The ssh backend is served when the
 // file has an ssh section or a --ssh-* flag is given: --ssh-known-hosts

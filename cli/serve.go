@@ -70,7 +70,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := broker.New(broker.Config{
+	bcfg := broker.Config{
 		MCP:            mcpCfg,
 		Addr:           cfg.Listen,
 		Tenants:        reg,
@@ -79,7 +79,9 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		TLS:            tlsCfg,
 		MaxUploadBytes: cfg.MaxUploadBytes,
 		ShutdownGrace:  cfg.ShutdownGrace,
-	}, backends, logger)
+	}
+	cfg.HTTP.apply(&bcfg)
+	srv, err := broker.New(bcfg, backends, logger)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,12 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"sync"
 
@@ -150,20 +152,37 @@ func (tb *Toolbox) Prepare(name string, args json.RawMessage) (c *Prepared, res 
 			c, res, ok = nil, ErrorResult(fmt.Sprintf("Tool %s failed: internal error: %v", name, r)), false
 		}
 	}()
-	value, order := decodeArgs(args)
-	if p, isPreparer := t.(Preparer); isPreparer {
+	// A large call (a write carrying a whole file) must not be copied more
+	// than needed: the value is decoded once, the key order (which only
+	// an error message prints) is read only on failure, and the arguments
+	// travel on as sent when validation changed nothing.
+	decoded := decodeArgValue(args)
+	value := decoded
+	if p, isPreparer := t.(Preparer); isPreparer { // repairs return a new value; valid input comes back as it was
 		value = p.PrepareArguments(value)
 	}
-	validated, err := validateArguments(name, t.Definition().Parameters, value, order)
+	params := t.Definition().Parameters
+	validated, err := validateArguments(name, params, value, nil)
 	if err != nil {
+		_, order := decodeArgs(args)
+		_, err = validateArguments(name, params, value, order)
 		log.Debug("invalid arguments", "err", err)
 		return nil, ErrorResult(err.Error()), false
 	}
-	raw, err := json.Marshal(validated)
-	if err != nil { // cannot happen for values decoded from JSON
-		return nil, ErrorResult(err.Error()), false
+	raw := args
+	if !reflect.DeepEqual(validated, decoded) || !isObject(args) {
+		if raw, err = json.Marshal(validated); err != nil { // cannot happen for values decoded from JSON
+			return nil, ErrorResult(err.Error()), false
+		}
 	}
 	return &Prepared{tb: tb, name: name, tool: t, args: raw}, Result{}, true
+}
+
+// isObject reports whether raw is a JSON object (after blanks): empty
+// or malformed arguments decode as {} and must be re-encoded.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // Access is what the call reads, writes or runs.

@@ -114,6 +114,16 @@ func decodeArgs(raw json.RawMessage) (any, *argOrder) {
 	return v, order
 }
 
+// decodeArgValue is decodeArgs without the key order, in one copy of the
+// strings: what a call that passes validation needs.
+func decodeArgValue(raw json.RawMessage) any {
+	var v any
+	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &v) != nil {
+		return map[string]any{}
+	}
+	return v
+}
+
 func decodeValue(dec *json.Decoder) (any, *argOrder, error) {
 	tok, err := dec.Token()
 	if err != nil {

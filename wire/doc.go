@@ -19,9 +19,10 @@
 // server's direction (an error to its code), ForCode and ForStatus the
 // client's (a code, or a bare status from a proxy, to its kind). The
 // broker's own failures (a bad token, an unknown route, a malformed body,
-// a tenant over its limits) are the sentinels ErrUnauthorized, ErrNotFound,
-// ErrMethodNotAllowed, ErrUnsupportedMediaType, ErrBadRequest and
-// ErrTooManyRequests.
+// a tenant over its limits, a Host it does not answer for) are the
+// sentinels ErrUnauthorized, ErrNotFound, ErrMethodNotAllowed,
+// ErrUnsupportedMediaType, ErrBadRequest, ErrTooManyRequests and
+// ErrMisdirected.
 //
 // # Checked against the OpenAPI document
 //

@@ -27,6 +27,9 @@ var (
 	// ErrTooManyRequests: a tenant over its request rate or its concurrent
 	// calls; the answer carries Retry-After.
 	ErrTooManyRequests = errors.New("too many requests")
+	// ErrMisdirected: a Host header the broker does not answer for (a DNS
+	// rebinding page naming its own domain).
+	ErrMisdirected = errors.New("misdirected request")
 )
 
 // StatusClientClosedRequest is the non-standard status (nginx's) for a call
@@ -61,6 +64,7 @@ var ownCodes = []Code{
 	// A tenant's rate or concurrency limit: retryable, like any
 	// temporarily unavailable backend.
 	{"too_many_requests", http.StatusTooManyRequests, opsapi.ErrUnavailable, ErrTooManyRequests},
+	{"misdirected_request", http.StatusMisdirectedRequest, opsapi.ErrInvalid, ErrMisdirected},
 }
 
 // kindStatus is the status of each opsapi kind. Codes follow opsapi.Kinds

@@ -48,6 +48,7 @@ func TestCodeOf(t *testing.T) {
 		// The broker's own sentinel wins over a kind it also wraps.
 		{fmt.Errorf("%w: %w", wire.ErrBadRequest, opsapi.ErrInvalid), "bad_request", 400},
 		{wire.ErrTooManyRequests, "too_many_requests", 429},
+		{wire.ErrMisdirected, "misdirected_request", 421},
 		{&http.MaxBytesError{Limit: 1}, "too_large", 413},
 		{context.Canceled, "canceled", wire.StatusClientClosedRequest},
 		{errors.New("boom"), "internal", 500},

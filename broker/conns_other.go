@@ -1,0 +1,5 @@
+//go:build !unix
+
+package broker
+
+func defaultMaxConns() int { return DefaultMaxConns }
