@@ -14,19 +14,13 @@
 import { readFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import {
-	createBashToolDefinition,
-	createEditToolDefinition,
-	createFindToolDefinition,
-	createGrepToolDefinition,
-	createLsToolDefinition,
-	createReadToolDefinition,
-	createWriteToolDefinition,
-	type ExtensionAPI,
-} from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { pi } from "./pi.js";
 import { BrokerClient, type WorkspaceInfo } from "./client.js";
 import { DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
 import { type AnyToolDefinition, type BrokerTools, brokerTools, userBashOperations } from "./tools.js";
+
+const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
 
 export interface ExtensionSettings {
 	url: string;

@@ -2,18 +2,12 @@
 // brokerOperations, against a real broker, on the local and docker backends.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import {
-	createBashTool,
-	createEditTool,
-	createFindTool,
-	createGrepTool,
-	createLsTool,
-	createReadTool,
-	createWriteTool,
-} from "@mariozechner/pi-coding-agent";
+import { pi } from "../src/pi.js";
 import { type BrokerOperations, brokerOperations } from "../src/operations.js";
 import { type BrokerTools, brokerTools } from "../src/tools.js";
 import { type RunningBroker, dockerUnavailable, makePng, rejection, startBroker, textOf } from "./helpers.js";
+
+const { createBashTool, createEditTool, createFindTool, createGrepTool, createLsTool, createReadTool, createWriteTool } = pi;
 
 const lines = (n: number, f: (i: number) => string = (i) => `line ${i}`) =>
 	Array.from({ length: n }, (_, i) => f(i + 1)).join("\n");
@@ -128,7 +122,8 @@ for (const backend of ["local", "docker"] as const) {
 		describe("write", () => {
 			test("creates parents, reports pi's text", async () => {
 				const r = await createWriteTool(root, { operations: ops.write }).execute("t", { path: "a/b/c.txt", content: "héllo" });
-				assert.equal(textOf(r), "Successfully wrote 5 bytes to a/b/c.txt");
+				// pi's text; the byte count went away after 0.82.
+				assert.match(textOf(r), /^Successfully wrote (5 bytes )?to a\/b\/c\.txt$/);
 				assert.equal((await ops.read.readFile(`${root}/a/b/c.txt`)).toString(), "héllo");
 			});
 		});
@@ -217,9 +212,10 @@ for (const backend of ["local", "docker"] as const) {
 			test("truncation: the full output file is inside the workspace (brokerTools)", async () => {
 				const r = await tools.bash.execute("t", { command: "seq 3000" }, undefined, undefined, undefined as never);
 				const text = textOf(r);
-				const m = text.match(/\n\n\[Showing lines (\d+)-3001 of 3001\. Full output: (\S+)\]$/);
+				// 3001 lines in pi 0.73.1, which counts the trailing newline's empty line.
+				const m = text.match(/\n\n\[Showing lines (\d+)-(3000 of 3000|3001 of 3001)\. Full output: (\S+)\]$/);
 				assert.ok(m, text.slice(-200));
-				const full = m![2];
+				const full = m![3];
 				assert.equal(r.details?.fullOutputPath, full);
 				assert.ok(full.startsWith(`${root}/.wsbroker/bash-output/pi-bash-`), full);
 				const back = await tools.read.execute("t", { path: full, offset: 2999 }, undefined, undefined, undefined as never);
