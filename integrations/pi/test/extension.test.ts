@@ -121,7 +121,10 @@ describe("the pi extension, loaded by pi", () => {
 		const faux = newFaux();
 		const prompts: string[] = [];
 		const seen = (ctx: Context) => {
-			prompts.push(ctx.systemPrompt ?? "");
+			// pi 1.x hands providers the prompt as a leading system message.
+			const sys = (ctx.messages as Array<{ role: string; content: unknown }>).filter((m) => m.role === "system");
+			const text = (c: unknown) => (typeof c === "string" ? c : (c as Array<{ text?: string }>).map((b) => b.text ?? "").join(""));
+			prompts.push(ctx.systemPrompt ?? sys.map((m) => text(m.content)).join("\n"));
 		};
 		faux.setResponses([
 			(ctx) => (seen(ctx), fauxAssistantMessage(fauxToolCall("write", { path: "from-agent.txt", content: "made by the agent\n" }), { stopReason: "toolUse" })),
