@@ -84,9 +84,15 @@ export async function connect(s: ExtensionSettings): Promise<{ info: WorkspaceIn
 	return { info, tools, client, created };
 }
 
-/** Replaces the system prompt's working-directory line with the workspace root. */
+/**
+ * Replaces the system prompt's working directory with the workspace root:
+ * the `Current working directory: <dir>` line (pi up to 0.85) or the
+ * `<cwd>\n<dir>\n</cwd>` section (pi 1.x).
+ */
 export function rewritePromptCwd(prompt: string, root: string, label: string): string {
-	return prompt.replace(/^Current working directory: .*$/m, () => `Current working directory: ${root} (${label})`);
+	return prompt
+		.replace(/^Current working directory: .*$/m, () => `Current working directory: ${root} (${label})`)
+		.replace(/^<cwd>\n.*\n<\/cwd>$/m, () => `<cwd>\n${root} (${label})\n</cwd>`);
 }
 
 export default function wsbroker(pi: ExtensionAPI): void {

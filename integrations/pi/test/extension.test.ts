@@ -147,8 +147,10 @@ describe("the pi extension, loaded by pi", () => {
 
 			// The prompt names the workspace root as the working directory.
 			assert.equal(prompts.length, 1);
-			assert.match(prompts[0], new RegExp(`\\nCurrent working directory: ${ws.root} \\(wsbroker workspace ${ws.id}, local backend\\)`));
-			assert.ok(!prompts[0].includes(`Current working directory: ${hostDir}`));
+			// pi up to 0.85 says `Current working directory: <dir>`; 1.x has a <cwd> section.
+			const where = `${ws.root} \\(wsbroker workspace ${ws.id}, local backend\\)`;
+			assert.match(prompts[0], new RegExp(`\\nCurrent working directory: ${where}|\\n<cwd>\\n${where}\\n</cwd>`));
+			assert.ok(!prompts[0].includes(hostDir));
 
 			const results = session.messages.filter((m) => m.role === "toolResult");
 			const byTool = Object.fromEntries(
@@ -239,6 +241,8 @@ describe("settings and paths", () => {
 	test("the prompt's cwd line is replaced", () => {
 		const p = "You are pi.\nCurrent date: 2026-01-01\nCurrent working directory: /home/me/proj";
 		assert.equal(rewritePromptCwd(p, "/workspace", "x"), "You are pi.\nCurrent date: 2026-01-01\nCurrent working directory: /workspace (x)");
+		const p1 = "You are pi.\n<cwd>\n/home/me/proj\n</cwd>";
+		assert.equal(rewritePromptCwd(p1, "/workspace", "x"), "You are pi.\n<cwd>\n/workspace (x)\n</cwd>");
 	});
 	test("Windows host paths map to the workspace's POSIX paths", () => {
 		assert.equal(toWorkspacePath("C:\\workspace\\src\\a.txt", "win32"), "/workspace/src/a.txt");
