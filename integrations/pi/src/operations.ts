@@ -11,7 +11,7 @@ import type {
 	LsOperations,
 	ReadOperations,
 	WriteOperations,
-} from "@mariozechner/pi-coding-agent";
+} from "@earendil-works/pi-coding-agent";
 import { BrokerClient, BrokerError, type BrokerTarget, type ExecExit, type FileInfo, eachLine, operationError } from "./client.js";
 import { toWorkspacePath } from "./paths.js";
 

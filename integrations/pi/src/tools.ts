@@ -7,21 +7,13 @@ import { rm, stat } from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as posix from "node:path/posix";
-import {
-	type BashOperations,
-	type BashToolDetails,
-	createBashToolDefinition,
-	createEditToolDefinition,
-	createFindToolDefinition,
-	createGrepToolDefinition,
-	createLsToolDefinition,
-	createReadToolDefinition,
-	createWriteToolDefinition,
-	type ToolDefinition,
-} from "@mariozechner/pi-coding-agent";
+import type { BashOperations, BashToolDetails, ToolDefinition } from "@earendil-works/pi-coding-agent";
+import { pi } from "./pi.js";
 import { BrokerClient, type ToolResult } from "./client.js";
 import { type BrokerOperationsOptions, WorkspaceRoutes, brokerOperations } from "./operations.js";
 import { workspaceArgPath } from "./paths.js";
+
+const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
 
 export interface BrokerToolsOptions extends BrokerOperationsOptions {
 	/** The workspace root (POSIX): the tools' working directory. */
@@ -74,16 +66,16 @@ export function brokerTools(opts: BrokerToolsOptions): BrokerTools {
 		typeof params?.path === "string" ? { ...params, path: workspaceArgPath(params.path, root) } : params;
 
 	const readTool = override(createReadToolDefinition(root), (id, params, signal, onUpdate, ctx) =>
-			createReadToolDefinition(root, { operations: ops().read }).execute(id, withPath(params), signal, onUpdate, ctx)
+			createReadToolDefinition(root, { operations: ops().read }).execute(id, withPath(params), signal, onUpdate, atRoot(ctx, root))
 	);
 	const writeTool = override(createWriteToolDefinition(root), (id, params, signal, onUpdate, ctx) =>
-			createWriteToolDefinition(root, { operations: ops().write }).execute(id, withPath(params), signal, onUpdate, ctx)
+			createWriteToolDefinition(root, { operations: ops().write }).execute(id, withPath(params), signal, onUpdate, atRoot(ctx, root))
 	);
 	const editTool = override(createEditToolDefinition(root), (id, params, signal, onUpdate, ctx) =>
-			createEditToolDefinition(root, { operations: ops().edit }).execute(id, withPath(params), signal, onUpdate, ctx)
+			createEditToolDefinition(root, { operations: ops().edit }).execute(id, withPath(params), signal, onUpdate, atRoot(ctx, root))
 	);
 	const lsTool = override(createLsToolDefinition(root), (id, params, signal, onUpdate, ctx) =>
-			createLsToolDefinition(root, { operations: ops().ls }).execute(id, withPath(params), signal, onUpdate, ctx)
+			createLsToolDefinition(root, { operations: ops().ls }).execute(id, withPath(params), signal, onUpdate, atRoot(ctx, root))
 	);
 
 	let ignoreWritten = false;
@@ -118,7 +110,7 @@ export function brokerTools(opts: BrokerToolsOptions): BrokerTools {
 			const tool = createBashToolDefinition(root, { operations: ops().bash, commandPrefix: opts.commandPrefix });
 			let result: Awaited<ReturnType<typeof tool.execute>>;
 			try {
-				result = await tool.execute(id, params, signal, onUpdate, ctx);
+				result = await tool.execute(id, params, signal, onUpdate, atRoot(ctx, root));
 			} catch (err) {
 				if (err instanceof Error && HAS_SPILL.test(err.message)) {
 					throw new Error(await relocateAll(err.message));
@@ -153,6 +145,23 @@ export function brokerTools(opts: BrokerToolsOptions): BrokerTools {
 		all: [readTool, bashTool, editTool, writeTool, grepTool, findTool, lsTool] as unknown as AnyToolDefinition[],
 		client,
 	};
+}
+
+/**
+ * pi's context with its cwd replaced by the workspace root. pi >= 0.75
+ * resolves a tool's relative paths (and runs bash) against `ctx.cwd` when
+ * there is one, the host directory pi runs in, rather than the cwd the tool
+ * was built with; 0.73.1 ignores it. Other members are pi's, unchanged.
+ */
+export function atRoot<C>(ctx: C, root: string): C {
+	if (ctx === undefined || ctx === null || typeof ctx !== "object") return ctx;
+	return new Proxy(ctx as object, {
+		get(target, key) {
+			if (key === "cwd") return root;
+			const v = Reflect.get(target, key, target);
+			return typeof v === "function" ? v.bind(target) : v;
+		},
+	}) as C;
 }
 
 /** def with its execute replaced (name, schema, prompt texts and renderers kept). */

@@ -3,27 +3,33 @@
 // skip with the reason locally and fail under CI=true (as the Go tests do).
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
-import {
-	createBashTool,
-	createEditTool,
-	createFindTool,
-	createGrepTool,
-	createLsTool,
-	createReadTool,
-	createWriteTool,
-} from "@mariozechner/pi-coding-agent";
+import { pi } from "../src/pi.js";
 import { BrokerClient, type WorkspaceInfo } from "../src/client.js";
 import { type AnyToolDefinition, brokerTools } from "../src/tools.js";
 
+const { createBashTool, createEditTool, createFindTool, createGrepTool, createLsTool, createReadTool, createWriteTool } = pi;
+
 export const DOCKER_IMAGE = "wsbroker/workspace:current";
 
-/** The repository root (integrations/pi/dist/test -> ../../../..). */
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
+/**
+ * The repository root: the nearest folder above this compiled file with a
+ * go.mod (integrations/pi/dist/test, or integrations/pi/versions/<v>/dist/test
+ * for the version matrix).
+ */
+export const repoRoot = (() => {
+	let dir = path.dirname(fileURLToPath(import.meta.url));
+	while (!existsSync(path.join(dir, "go.mod"))) {
+		const up = path.dirname(dir);
+		if (up === dir) throw new Error(`no go.mod above ${fileURLToPath(import.meta.url)}`);
+		dir = up;
+	}
+	return dir;
+})();
 
 export function inCI(): boolean {
 	if (process.env.CI === "true") return true;
@@ -156,13 +162,20 @@ export function textOf(r: { content: Array<{ type: string; text?: string }> }): 
 		.join("\n");
 }
 
-/** Runs fn and returns the error it throws (fails when it does not). */
+/**
+ * Runs fn and returns the error it throws, or the text of the error result
+ * it returns (pi 1.x returns a failed command as a result with isError
+ * instead of throwing; the model sees the same text). Fails otherwise.
+ */
 export async function rejection(fn: () => Promise<unknown>): Promise<Error> {
+	let r: unknown;
 	try {
-		await fn();
+		r = await fn();
 	} catch (err) {
 		return err as Error;
 	}
+	const res = r as { isError?: boolean; content?: Array<{ type: string; text?: string }> } | undefined;
+	if (res?.isError && res.content) return new Error(textOf({ content: res.content }));
 	throw new Error("expected a rejection");
 }
 

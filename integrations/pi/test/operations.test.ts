@@ -2,18 +2,12 @@
 // brokerOperations, against a real broker, on the local and docker backends.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import {
-	createBashTool,
-	createEditTool,
-	createFindTool,
-	createGrepTool,
-	createLsTool,
-	createReadTool,
-	createWriteTool,
-} from "@mariozechner/pi-coding-agent";
+import { pi } from "../src/pi.js";
 import { type BrokerOperations, brokerOperations } from "../src/operations.js";
 import { type BrokerTools, brokerTools } from "../src/tools.js";
 import { type RunningBroker, dockerUnavailable, makePng, rejection, startBroker, textOf } from "./helpers.js";
+
+const { createBashTool, createEditTool, createFindTool, createGrepTool, createLsTool, createReadTool, createWriteTool } = pi;
 
 const lines = (n: number, f: (i: number) => string = (i) => `line ${i}`) =>
 	Array.from({ length: n }, (_, i) => f(i + 1)).join("\n");
@@ -128,7 +122,8 @@ for (const backend of ["local", "docker"] as const) {
 		describe("write", () => {
 			test("creates parents, reports pi's text", async () => {
 				const r = await createWriteTool(root, { operations: ops.write }).execute("t", { path: "a/b/c.txt", content: "héllo" });
-				assert.equal(textOf(r), "Successfully wrote 5 bytes to a/b/c.txt");
+				// pi's text; the byte count went away after 0.82.
+				assert.match(textOf(r), /^Successfully wrote (5 bytes )?to a\/b\/c\.txt$/);
 				assert.equal((await ops.read.readFile(`${root}/a/b/c.txt`)).toString(), "héllo");
 			});
 		});
@@ -217,9 +212,10 @@ for (const backend of ["local", "docker"] as const) {
 			test("truncation: the full output file is inside the workspace (brokerTools)", async () => {
 				const r = await tools.bash.execute("t", { command: "seq 3000" }, undefined, undefined, undefined as never);
 				const text = textOf(r);
-				const m = text.match(/\n\n\[Showing lines (\d+)-3001 of 3001\. Full output: (\S+)\]$/);
+				// 3001 lines in pi 0.73.1, which counts the trailing newline's empty line.
+				const m = text.match(/\n\n\[Showing lines (\d+)-(3000 of 3000|3001 of 3001)\. Full output: (\S+)\]$/);
 				assert.ok(m, text.slice(-200));
-				const full = m![2];
+				const full = m![3];
 				assert.equal(r.details?.fullOutputPath, full);
 				assert.ok(full.startsWith(`${root}/.wsbroker/bash-output/pi-bash-`), full);
 				const back = await tools.read.execute("t", { path: full, offset: 2999 }, undefined, undefined, undefined as never);
@@ -337,7 +333,8 @@ for (const backend of ["local", "docker"] as const) {
 				assert.deepEqual(textOf(r).split("\n").sort(), ["src/a.ts", "src/b.spec.ts"]);
 				const r2 = await find.execute("t", { pattern: "src/**/*.spec.ts", path: "tree" });
 				assert.equal(textOf(r2), "src/b.spec.ts");
-				const r3 = await find.execute("t", { pattern: "*.txt", path: "tree", limit: 1 });
+				// Two matches: pi 1.x prints the notice only when there are more than limit.
+				const r3 = await find.execute("t", { pattern: "*.ts", path: "tree", limit: 1 });
 				assert.match(textOf(r3), /\n\n\[1 results limit reached\]$/);
 				const err = await rejection(() => find.execute("t", { pattern: "*", path: "nowhere" }));
 				assert.equal(err.message, `Path not found: ${root}/nowhere`);
@@ -369,8 +366,11 @@ for (const backend of ["local", "docker"] as const) {
 				test("grep through pi's factory with GrepOperations (context lines via readFile)", async () => {
 					const grep = createGrepTool(root, { operations: ops.grep });
 					const r = await grep.execute("t", { pattern: "TODO one", path: "tree", context: 1 });
-					// 0.73.1 splits the file's trailing newline into an empty line 3.
-					assert.equal(textOf(r), "src/a.ts-1- const x = 1;\nsrc/a.ts:2: // TODO one\nsrc/a.ts-3- ");
+					// pi up to 0.85 reads context lines through readFile and splits the
+					// file's trailing newline into an empty line 3; pi 1.x takes them from
+					// ripgrep (readFile is no longer called), which has no such line.
+					const want = pi.VERSION.startsWith("0.") ? "src/a.ts-1- const x = 1;\nsrc/a.ts:2: // TODO one\nsrc/a.ts-3- " : "src/a.ts-1- const x = 1;\nsrc/a.ts:2: // TODO one";
+					assert.equal(textOf(r), want);
 				});
 			}
 		});
