@@ -201,4 +201,3 @@ func dropPrivileges(uid, gid int) error {
 func isUnder(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
-
