@@ -140,7 +140,10 @@ func (w *Workspace) Access(ctx context.Context, p string, mode opsapi.AccessMode
 }
 
 // accessAs is access(2)'s answer for uid (whose only group is the equal
-// gid) from the permission bits of base in the directory dirfd.
+// gid) from the permission bits of base in the directory dirfd. A file
+// the broker's own user placed in the workspace counts as uid's: the
+// tools, which run as the broker, may change it, and it is the
+// workspace's content.
 func accessAs(dirfd int, base string, how uint32, uid int) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -148,7 +151,7 @@ func accessAs(dirfd int, base string, how uint32, uid int) error {
 	}
 	bits := st.Mode & 0o7 // others
 	switch {
-	case int(st.Uid) == uid:
+	case int(st.Uid) == uid || int(st.Uid) == os.Geteuid():
 		bits = (st.Mode >> 6) & 0o7
 	case int(st.Gid) == uid:
 		bits = (st.Mode >> 3) & 0o7
