@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/cgroups"
 )
@@ -32,6 +35,92 @@ type Config struct {
 	// CommandLimits bound each command inside its workspace; zero fields
 	// mean only the workspace's limits apply.
 	CommandLimits cgroups.Limits `json:"commandLimits" yaml:"commandLimits"`
+	// Sandbox confines commands with the kernel (see SandboxConfig).
+	Sandbox SandboxConfig `json:"sandbox" yaml:"sandbox"`
+}
+
+// SandboxConfig says how commands are confined (package sandbox).
+type SandboxConfig struct {
+	// Mode: "auto" (default) sandboxes commands where the broker can (it
+	// runs as root on Linux) and says at start what it cannot; "on"
+	// fails to start where it cannot; "off" runs commands as the
+	// broker's user, unconfined.
+	Mode string `json:"mode" yaml:"mode"`
+	// UIDBase and UIDCount are the range of uids (and equal gids) given
+	// to workspaces, one each: [UIDBase, UIDBase+UIDCount).
+	UIDBase  int `json:"uidBase" yaml:"uidBase"`
+	UIDCount int `json:"uidCount" yaml:"uidCount"`
+	// Network is "none" (default: loopback only) or "host".
+	Network string `json:"network" yaml:"network"`
+	// ReadPaths are what Landlock lets a command read and execute besides
+	// its workspace and /tmp; default sandbox.DefaultReadPaths. /etc
+	// stands for its entries less the secrets (shadow, sudoers, ssh,
+	// ssl, wsbroker...).
+	ReadPaths []string `json:"readPaths" yaml:"readPaths"`
+	// Require lists the layers a workspace may not be created without:
+	// user, noNewPrivs, mounts, network, landlock, seccomp.
+	Require []string `json:"require" yaml:"require"`
+}
+
+// Sandbox defaults.
+const (
+	DefaultSandboxMode     = "auto"
+	DefaultSandboxUIDBase  = 1_500_000_000
+	DefaultSandboxUIDCount = 65536
+	DefaultSandboxNetwork  = "none"
+)
+
+// sandboxLayers are the names Require accepts.
+var sandboxLayers = []string{"user", "noNewPrivs", "mounts", "network", "landlock", "seccomp"}
+
+func (c SandboxConfig) withDefaults() SandboxConfig {
+	if c.Mode == "" {
+		c.Mode = DefaultSandboxMode
+	}
+	if c.UIDBase == 0 {
+		c.UIDBase = DefaultSandboxUIDBase
+	}
+	if c.UIDCount == 0 {
+		c.UIDCount = DefaultSandboxUIDCount
+	}
+	if c.Network == "" {
+		c.Network = DefaultSandboxNetwork
+	}
+	if c.ReadPaths == nil {
+		c.ReadPaths = sandbox.DefaultReadPaths
+	}
+	return c
+}
+
+func (c SandboxConfig) problems() []error {
+	var errs []error
+	switch c.Mode {
+	case "", "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("sandbox.mode must be auto, on or off, got %q", c.Mode))
+	}
+	switch c.Network {
+	case "", "none", "host":
+	default:
+		errs = append(errs, fmt.Errorf("sandbox.network must be none or host, got %q", c.Network))
+	}
+	if c.UIDBase < 0 || c.UIDCount < 0 || c.UIDBase+c.UIDCount > 1<<32-2 || (c.UIDBase > 0 && c.UIDBase < 1000) {
+		errs = append(errs, fmt.Errorf("sandbox.uidBase %d and uidCount %d must give uids from 1000 below 2^32-2", c.UIDBase, c.UIDCount))
+	}
+	for _, p := range c.ReadPaths {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("sandbox.readPaths: %q is not absolute", p))
+		}
+	}
+	for _, r := range c.Require {
+		if !slices.Contains(sandboxLayers, r) {
+			errs = append(errs, fmt.Errorf("sandbox.require: unknown layer %q (known: %s)", r, strings.Join(sandboxLayers, ", ")))
+		}
+	}
+	if c.Mode == "off" && len(c.Require) > 0 {
+		errs = append(errs, errors.New("sandbox.require needs sandbox.mode auto or on"))
+	}
+	return errs
 }
 
 // Defaults.
@@ -57,6 +146,7 @@ func (c Config) withDefaults() Config {
 	if c.Cgroups == "" {
 		c.Cgroups = d.Cgroups
 	}
+	c.Sandbox = c.Sandbox.withDefaults()
 	return c
 }
 
@@ -81,5 +171,6 @@ func (c Config) Validate() error {
 	if err := c.CommandLimits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("commandLimits: %w", err))
 	}
+	errs = append(errs, c.Sandbox.problems()...)
 	return errors.Join(errs...)
 }

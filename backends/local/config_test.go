@@ -1,6 +1,9 @@
 package local
 
 import (
+	"reflect"
+
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +27,12 @@ func TestConfigValidate(t *testing.T) {
 		{"cap below idle", func(c *Config) { c.DrainIdle, c.MaxDrain = time.Second, time.Millisecond }, []string{"maxDrain"}},
 		{"relative shell", func(c *Config) { c.Shell = "bash" }, []string{"shell \"bash\" is not an absolute path"}},
 		{"empty rg", func(c *Config) { c.RgPath = "" }, []string{"rgPath is required"}},
+		{"sandbox mode", func(c *Config) { c.Sandbox.Mode = "yes" }, []string{"sandbox.mode must be auto, on or off"}},
+		{"sandbox network", func(c *Config) { c.Sandbox.Network = "bridge" }, []string{"sandbox.network must be none or host"}},
+		{"sandbox uids", func(c *Config) { c.Sandbox.UIDBase = 10 }, []string{"sandbox.uidBase 10"}},
+		{"sandbox read path", func(c *Config) { c.Sandbox.ReadPaths = []string{"usr"} }, []string{`sandbox.readPaths: "usr" is not absolute`}},
+		{"sandbox layer", func(c *Config) { c.Sandbox.Require = []string{"magic"} }, []string{`unknown layer "magic"`}},
+		{"require without sandbox", func(c *Config) { c.Sandbox.Mode, c.Sandbox.Require = "off", []string{"user"} }, []string{"sandbox.require needs"}},
 		{"every problem at once", func(c *Config) { *c = Config{} }, []string{"stateDir", "killGrace", "drainIdle", "maxDrain", "shell", "rgPath"}},
 	}
 	for _, tc := range tests {
@@ -51,8 +60,10 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{StateDir: "/s"}.withDefaults()
-	if c != (Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
-		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}, Cgroups: "auto"}) {
+	want := Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
+		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}, Cgroups: "auto",
+		Sandbox: SandboxConfig{Mode: "auto", UIDBase: 1_500_000_000, UIDCount: 65536, Network: "none", ReadPaths: sandbox.DefaultReadPaths}}
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("withDefaults = %+v", c)
 	}
 	if err := c.Validate(); err != nil {

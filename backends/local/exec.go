@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
@@ -46,9 +47,12 @@ const (
 // children keep running (as in pi) until Destroy. Output is written from
 // one goroutine, serially, and never after Exec returns.
 //
-// Exec is not a sandbox: the command runs with the broker's privileges
-// and can reach anything the broker's user can. Only the working directory
-// is confined.
+// When the backend sandboxes (a root broker on Linux, sandbox.mode auto
+// or on), the command starts through the launcher of package sandbox: the
+// workspace's own uid, no_new_privs, private /tmp, the state directory
+// hidden, loopback-only network, Landlock and seccomp. Otherwise it runs
+// with the broker's privileges and reaches anything the broker's user
+// can; only the working directory is confined.
 func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
 	const op = "local.Exec"
 	if err := checkExecRequest(req); err != nil {
@@ -64,7 +68,11 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 
 	callMarker := callKey + "=" + randomID()
-	cmd := w.command(req, callMarker, dir)
+	cmd, unwrap, err := w.command(req, callMarker, dir)
+	if err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+	}
+	defer unwrap()
 	cg, done, err := w.commandGroup(cmd, callMarker)
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
@@ -126,9 +134,12 @@ func (w *Workspace) openCwd(op, cwd string) (*os.File, error) {
 }
 
 // command is `Shell -c Command` in dir, in its own process group, with
-// the minimal base environment, req.Env and the two markers.
-func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.File) *exec.Cmd {
-	cmd := exec.Command(w.cfg.Shell, "-c", req.Command)
+// the minimal base environment, req.Env and the two markers; sandboxed,
+// it starts through the launcher (package sandbox), which keeps only the
+// markers in its own environment. unwrap undoes what only the start
+// needed.
+func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.File) (cmd *exec.Cmd, unwrap func(), err error) {
+	cmd = exec.Command(w.cfg.Shell, "-c", req.Command)
 	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
 	cmd.Env = append(append([]string{
 		"PATH=" + basePath,
@@ -137,7 +148,19 @@ func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.F
 		"TERM=dumb",
 	}, req.Env...), callMarker, w.marker)
 	killtree.Prepare(cmd)
-	return cmd
+	if w.b.sb == nil {
+		return cmd, func() {}, nil
+	}
+	spec := w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid)
+	// The path the kernel has for the directory opened through the root.
+	if spec.Dir, err = os.Readlink(cmd.Dir); err != nil {
+		return nil, nil, err
+	}
+	unwrap, err = sandbox.Wrap(cmd, w.b.sb.exe, spec, []string{callMarker, w.marker})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cmd, unwrap, nil
 }
 
 // commandGroup gives the command its own cgroup, inside the workspace's,

@@ -34,6 +34,7 @@ type Backend struct {
 	// left by a crash.
 	started time.Time
 	cg      *cgroups.Base // nil: process groups and markers only
+	sb      *sandboxer    // nil: commands run unconfined
 	// cgMu orders creating a workspace's group against removing the
 	// base group once the last workspace is gone.
 	cgMu sync.Mutex
@@ -76,6 +77,12 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	b := &Backend{cfg: cfg, dir: dir, logger: logger.With("backend", "local"), started: time.Now()}
 	if err := b.openCgroups(); err != nil {
 		return nil, err
+	}
+	if err := b.openSandbox(); err != nil {
+		return nil, opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
+	}
+	if m := b.sb.missing(cfg.Sandbox.Require); len(m) > 0 {
+		b.logger.Warn("sandbox: required layers do not hold on this host: workspaces will be refused", "missing", m)
 	}
 	b.reconcile()
 	return b, nil
@@ -216,11 +223,19 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if !limits.IsZero() && b.cg == nil {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, errors.New("options: limits need cgroups, which this broker cannot use"))
 	}
+	if m := b.sb.missing(b.cfg.Sandbox.Require); len(m) > 0 {
+		return nil, opsapi.E(op, spec.ID, opsapi.ErrUnavailable, fmt.Errorf("sandbox: required layers do not hold on this host: %v", m))
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
 	dir := filepath.Join(b.dir, spec.ID)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	// Sandboxed, the directory is its own uid's alone.
+	mode := fs.FileMode(0o755)
+	if b.sb != nil {
+		mode = 0o700
+	}
+	if err := os.Mkdir(dir, mode); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
 	if err := b.saveLimits(spec.ID, limits); err != nil {
@@ -354,6 +369,13 @@ func (b *Backend) dropLimits(id string) { _ = os.Remove(b.limitsFile(id)) }
 
 func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 	dir := filepath.Join(b.dir, id)
+	uid := -1
+	if b.sb != nil {
+		var err error
+		if uid, err = b.claimUID(id); err != nil {
+			return nil, opsapi.E("local.open", id, opsapi.ErrUnavailable, err)
+		}
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, opsapi.E("local.open", id, nil, err)
@@ -371,6 +393,7 @@ func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 	return &Workspace{
 		cg:     cg,
 		b:      b,
+		uid:    uid,
 		id:     id,
 		root:   filepath.ToSlash(dir),
 		fsroot: root,
@@ -393,6 +416,7 @@ type Workspace struct {
 	marker string         // KEY=VALUE in every command's environment
 	cg     *cgroups.Group // the workspace's cgroup; nil without cgroups
 	b      *Backend
+	uid    int // the sandbox's uid and gid for this workspace; -1 unsandboxed
 
 	mu        sync.Mutex
 	destroyed bool
@@ -454,6 +478,9 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 	w.fsroot.Close()
 	w.b.dropLimits(w.id)
 	if err := removeAll(w.root); err != nil {
+		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
+	}
+	if err := removeAll(w.b.tmpDir(w.id)); err != nil {
 		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
 	}
 	w.logger.Info("workspace destroyed", "killed", killed, "err", errors.Join(errs...))

@@ -128,8 +128,36 @@ func (w *Workspace) Access(ctx context.Context, p string, mode opsapi.AccessMode
 	if how == 0 {
 		how = unix.F_OK
 	}
-	if err := unix.Faccessat(int(d.Fd()), base, how, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return mapErr(op, p, &os.PathError{Op: "access", Path: p, Err: err})
+	check := unix.Faccessat(int(d.Fd()), base, how, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+	if check == nil && w.uid >= 0 {
+		// Sandboxed, the answer is the workspace user's, not root's.
+		check = accessAs(int(d.Fd()), base, how, w.uid)
+	}
+	if check != nil {
+		return mapErr(op, p, &os.PathError{Op: "access", Path: p, Err: check})
+	}
+	return nil
+}
+
+// accessAs is access(2)'s answer for uid (whose only group is the equal
+// gid) from the permission bits of base in the directory dirfd. A file
+// the broker's own user placed in the workspace counts as uid's: the
+// tools, which run as the broker, may change it, and it is the
+// workspace's content.
+func accessAs(dirfd int, base string, how uint32, uid int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	bits := st.Mode & 0o7 // others
+	switch {
+	case int(st.Uid) == uid || int(st.Uid) == os.Geteuid():
+		bits = (st.Mode >> 6) & 0o7
+	case int(st.Gid) == uid:
+		bits = (st.Mode >> 3) & 0o7
+	}
+	if how&unix.R_OK != 0 && bits&0o4 == 0 || how&unix.W_OK != 0 && bits&0o2 == 0 {
+		return unix.EACCES
 	}
 	return nil
 }
@@ -189,6 +217,12 @@ func (w *Workspace) WriteFile(ctx context.Context, p string, r io.Reader) error 
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
+	}
+	if fi == nil && w.uid >= 0 {
+		// A new file is the sandbox user's, as if its command had made it.
+		if err := f.Chown(w.uid, w.uid); err != nil {
+			return fail(err)
+		}
 	}
 	if fi != nil {
 		if err := f.Chmod(perm); err != nil {
@@ -253,6 +287,27 @@ func (w *Workspace) Mkdir(ctx context.Context, p string) error {
 	}
 	if err := w.fsroot.MkdirAll(rel, 0o755); err != nil {
 		return mapErr(op, p, err)
+	}
+	return w.giveToSandbox(op, p, rel)
+}
+
+// giveToSandbox gives the directories along rel that the broker owns
+// (those MkdirAll just made) to the workspace's sandbox user.
+func (w *Workspace) giveToSandbox(op, p, rel string) error {
+	if w.uid < 0 {
+		return nil
+	}
+	for d := rel; d != "." && d != "/" && d != ""; d = path.Dir(d) {
+		fi, err := w.fsroot.Lstat(d)
+		if err != nil {
+			return mapErr(op, p, err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if err := w.fsroot.Lchown(d, w.uid, w.uid); err != nil {
+			return mapErr(op, p, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,205 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
+)
+
+// sandboxer runs a backend's commands through the sandbox launcher and
+// gives each workspace its own uid.
+type sandboxer struct {
+	cfg      SandboxConfig
+	exe      string              // the launcher: this very binary
+	stateDir string              // hidden from commands
+	eff      sandbox.Confinement // what the start probe measured
+	mu       sync.Mutex          // serialises uid allocation
+}
+
+// openSandbox decides whether commands are sandboxed, measures what holds
+// on this host with one probe launch, and logs every layer that does not.
+func (b *Backend) openSandbox() error {
+	cfg := b.cfg.Sandbox
+	if cfg.Mode == "off" {
+		b.logger.Warn("sandbox disabled by configuration: commands run as the broker's user, unconfined")
+		return nil
+	}
+	sb, err := b.probeSandbox()
+	if err != nil {
+		if cfg.Mode == "on" {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		b.logger.Warn("sandbox unavailable: commands run as the broker's user, unconfined", "err", err)
+		return nil
+	}
+	b.sb = sb
+	e := sb.eff
+	b.logger.Info("sandbox in use", "confinement", e, "uids", fmt.Sprintf("%d+%d", cfg.UIDBase, cfg.UIDCount))
+	if e.LandlockABI == 0 {
+		b.logger.Warn("sandbox: Landlock unavailable (kernel without it, or disabled): reads are bounded by uid and mounts only")
+	}
+	if !e.PIDNamespace {
+		b.logger.Info("sandbox: no pid namespace: commands see every process; the uid keeps them from signalling or tracing any but their own workspace's")
+	}
+	return nil
+}
+
+// probeSandbox starts the launcher once in probe mode, in a scratch
+// workspace of the state directory.
+func (b *Backend) probeSandbox() (*sandboxer, error) {
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("only on Linux")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the broker is not root: it cannot give commands another user")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	sb := &sandboxer{cfg: b.cfg.Sandbox, exe: exe, stateDir: b.cfg.StateDir}
+	dir, err := os.MkdirTemp(b.cfg.StateDir, "sandbox-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	uid := sb.cfg.UIDBase + sb.cfg.UIDCount - 1
+	if err := os.Chown(dir, uid, uid); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/true")
+	cmd.Dir = dir
+	s := sb.spec(dir, dir, uid)
+	s.Dir, s.Probe = dir, true
+	release, err := sandbox.Wrap(cmd, exe, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	release()
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+	}
+	if err := json.Unmarshal(out.Bytes(), &sb.eff); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	return sb, nil
+}
+
+// spec is the confinement of a command of the workspace at root.
+func (sb *sandboxer) spec(root, tmp string, uid int) sandbox.Spec {
+	return sandbox.Spec{
+		UID:       uid,
+		GID:       uid,
+		Workspace: root,
+		Hide:      []string{sb.stateDir},
+		Tmp:       tmp,
+		Network:   sb.cfg.Network,
+		ReadPaths: sb.cfg.ReadPaths,
+		Seccomp:   true,
+	}
+}
+
+// missing lists the required layers that do not hold.
+func (sb *sandboxer) missing(require []string) []string {
+	var e sandbox.Confinement
+	if sb != nil {
+		e = sb.eff
+	}
+	held := map[string]bool{
+		"user": e.User, "noNewPrivs": e.NoNewPrivs, "mounts": e.Mounts,
+		"network": e.Network == sandbox.NetworkNone, "landlock": e.LandlockABI > 0, "seccomp": e.Seccomp,
+	}
+	var out []string
+	for _, r := range require {
+		if !held[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// tmpDir is the host directory mounted on the workspace's /tmp.
+func (b *Backend) tmpDir(id string) string { return filepath.Join(b.cfg.StateDir, "tmp", id) }
+
+// claimUID gives the workspace directory dir (and its private /tmp) a uid
+// of the range no other workspace has: the one it already has, or the
+// lowest free one, its tree chowned to it (a workspace made before the
+// sandbox was on).
+func (b *Backend) claimUID(id string) (int, error) {
+	sb := b.sb
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	dir := filepath.Join(b.dir, id)
+	if uid := ownerOf(dir); sb.inRange(uid) {
+		return uid, b.ensureTmp(id, uid)
+	}
+	used := map[int]bool{}
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return -1, err
+	}
+	for _, e := range entries {
+		used[ownerOf(filepath.Join(b.dir, e.Name()))] = true
+	}
+	for uid := sb.cfg.UIDBase; uid < sb.cfg.UIDBase+sb.cfg.UIDCount; uid++ {
+		if used[uid] {
+			continue
+		}
+		if err := chownTree(dir, uid); err != nil {
+			return -1, err
+		}
+		return uid, b.ensureTmp(id, uid)
+	}
+	return -1, fmt.Errorf("sandbox: all %d uids from %d are taken", sb.cfg.UIDCount, sb.cfg.UIDBase)
+}
+
+func (sb *sandboxer) inRange(uid int) bool {
+	return uid >= sb.cfg.UIDBase && uid < sb.cfg.UIDBase+sb.cfg.UIDCount
+}
+
+// ensureTmp makes the workspace's private /tmp, owned by uid.
+func (b *Backend) ensureTmp(id string, uid int) error {
+	if err := os.MkdirAll(filepath.Dir(b.tmpDir(id)), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(b.tmpDir(id), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return os.Lchown(b.tmpDir(id), uid, uid)
+}
+
+// ownerOf is the uid owning p, -1 when unknown.
+func ownerOf(p string) int {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return -1
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
+
+// chownTree gives dir and everything in it to uid (and the equal gid),
+// links themselves, never their targets.
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
