@@ -5,6 +5,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/backendtest"
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -17,6 +18,13 @@ func TestConformanceFallback(t *testing.T) {
 		t.Skip("the full suite again, without cgroups")
 	}
 	conformance(t, local.Config{Cgroups: "off"})
+}
+
+// TestConformanceSandboxed runs the suite with every command in the
+// sandbox (as root; the sandbox is off by default).
+func TestConformanceSandboxed(t *testing.T) {
+	testutil.RequireRoot(t)
+	conformance(t, local.Config{Sandbox: local.SandboxConfig{Mode: "on"}})
 }
 
 // conformance gives each case its own backend (confinement cases watch the root's parent).

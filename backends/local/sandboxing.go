@@ -31,7 +31,7 @@ type sandboxer struct {
 func (b *Backend) openSandbox() error {
 	cfg := b.cfg.Sandbox
 	if cfg.Mode == "off" {
-		b.logger.Warn("sandbox disabled by configuration: commands run as the broker's user, unconfined")
+		b.logger.Warn("sandbox off (local.sandbox.mode): commands run as the broker's user, unconfined; set auto or on to confine them")
 		return nil
 	}
 	sb, err := b.probeSandbox()

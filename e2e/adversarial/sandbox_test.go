@@ -36,7 +36,7 @@ func sandboxRun(t *testing.T, ws opsapi.Workspace, command string) string {
 func TestLocalSandbox(t *testing.T) {
 	testutil.RequireRoot(t)
 	state := t.TempDir()
-	b, err := local.New(local.Config{StateDir: state}, testutil.Logger(t))
+	b, err := local.New(local.Config{StateDir: state, Sandbox: local.SandboxConfig{Mode: "on"}}, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
