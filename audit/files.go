@@ -162,5 +162,5 @@ func freeBytes(f *os.File) (int64, error) {
 	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * st.Bsize, nil //nolint:gosec // block counts fit in int64
+	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:gosec,unconvert // block counts fit in int64; Bsize is int64 on Linux, uint32 on macOS
 }
