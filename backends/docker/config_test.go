@@ -17,6 +17,8 @@ func TestConfigValidate(t *testing.T) {
 		{"tcp host", func(c *Config) { c.Host = "tcp://10.0.0.5:2376" }, ""},
 		{"bad host", func(c *Config) { c.Host = "docker.sock" }, `host "docker.sock"`},
 		{"no image", func(c *Config) { c.DefaultImage = "" }, "defaultImage is required"},
+		{"no identity", func(c *Config) { c.Identity = "" }, "identity"},
+		{"identity with a space", func(c *Config) { c.Identity = "a b" }, "identity"},
 		{"bad image pattern", func(c *Config) { c.AllowedImages = []string{"[a"} }, "bad pattern"},
 		{"any image", func(c *Config) { c.AllowedImages = []string{"*"} }, ""},
 		{"user with space", func(c *Config) { c.User = "a b" }, "is not a user"},
@@ -43,6 +45,7 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := NewConfig()
+			cfg.Identity = "test-broker"
 			c.mod(&cfg)
 			err := cfg.Validate()
 			switch {
@@ -56,7 +59,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigZeroIsSecureDefaults(t *testing.T) {
-	got := Config{}.withDefaults()
+	got := Config{Identity: "test-broker"}.withDefaults()
 	if err := got.Validate(); err != nil {
 		t.Fatal(err)
 	}

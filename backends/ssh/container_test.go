@@ -137,7 +137,11 @@ func TestForkBombOnVMIsKilledAtTimeout(t *testing.T) {
 	} {
 		start := time.Now()
 		res, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: bomb, Timeout: 3 * time.Second})
-		if err != nil || !res.TimedOut || res.Killed < 10 {
+		// Killed is not asserted: at a full process table the kill
+		// script cannot fork to count what its group signal killed, so
+		// the count may be 0 though every process died. What is left
+		// is counted below.
+		if err != nil || !res.TimedOut {
 			t.Fatalf("fork bomb %q: %+v, %v", bomb, res, err)
 		}
 		if d := time.Since(start); d > 60*time.Second {
