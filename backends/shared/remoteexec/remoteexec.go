@@ -575,12 +575,12 @@ func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker str
 // before the sweep takes over. Var for tests.
 var killScriptSlack = 12 * time.Second
 
-// sweepAttempts bounds the sweep's retries: at a full process limit even
-// starting it can fail (a docker exec's runc forks inside the container),
-// until the bomb's churn frees a slot for a moment. Retrying until the
-// kill's deadline instead killed more bombs under CI's load but made the
-// call outlast its timeout and grace (21 s for a 3 s timeout).
-const sweepAttempts = 20
+// sweepRetry is the pause between attempts to start the sweep: at a full
+// process limit even starting it can fail (a docker exec's runc forks
+// inside the container) until the bomb frees a slot, which may take as
+// long as bash's fork retry sleeps (seconds, doubling); the attempts go on
+// until the kill's own deadline.
+const sweepRetry = 100 * time.Millisecond
 
 // sweep runs noForkKillScript, again while it cannot start. When the kill
 // script could not run (scriptFailed), or the sweep once failed to start,
@@ -602,13 +602,13 @@ func (r *Runner) sweep(ctx context.Context, mode, pg, marker string, scriptFaile
 			}
 		}
 		n, err := killedCount(r.run(ctx, []string{"bash", "-c", noForkKillScript, "wsbroker", mode, pg, marker}))
-		if err == nil || attempt == sweepAttempts || ctx.Err() != nil ||
+		if err == nil || ctx.Err() != nil ||
 			errors.Is(err, opsapi.ErrUnavailable) || errors.Is(err, opsapi.ErrNotExist) {
 			return n, err // done, or the transport (not the limit) failed
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(sweepRetry):
 		}
 	}
 }
