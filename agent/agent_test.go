@@ -1,0 +1,184 @@
+package agent_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/agent/agentclient"
+	"github.com/wsbroker/wsbroker/killtree"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// agentBinary builds cmd/wsb-agent once per test binary.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the agent runs on Linux only")
+	}
+	bin := filepath.Join(os.TempDir(), "wsb-agent-test-"+strings.ReplaceAll(t.Name(), "/", "_"))
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/wsb-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { os.Remove(bin) })
+	return bin
+}
+
+// serve starts an agent listening on a socket in a temporary directory
+// and returns a connected client.
+func serve(t *testing.T) (*agentclient.Client, string) {
+	t.Helper()
+	bin := agentBinary(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "a.sock")
+	agentSide, brokerSide, err := agent.NewCredsPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	s := &agent.Server{Self: bin}
+	go func() {
+		if err := s.ListenAndServe(sock, agentSide, func() { close(ready) }); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-ready
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := agentclient.DialUnix(ctx, sock, brokerSide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, sock
+}
+
+var cfg = agentclient.ExecConfig{Shell: "/bin/bash", KillGrace: 500 * time.Millisecond,
+	DrainIdle: 100 * time.Millisecond, MaxDrain: 5 * time.Second}
+
+func run(t *testing.T, c *agentclient.Client, command string, timeout time.Duration) (opsapi.ExecResult, string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := c.Exec(context.Background(), opsapi.ExecRequest{Command: command, Timeout: timeout, Output: &out},
+		"/", []string{"WSB_TEST=1"}, cfg)
+	return res, out.String(), err
+}
+
+func TestExecOutputAndStatus(t *testing.T) {
+	c, _ := serve(t)
+	res, out, err := run(t, c, `echo out; echo err >&2; echo $WSB_TEST; exit 3`, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || out != "out\nerr\n1\n" {
+		t.Errorf("exit %d, output %q", res.ExitCode, out)
+	}
+	res, _, err = run(t, c, `kill -TERM $$`, 0)
+	if err != nil || res.ExitCode != 143 || res.Signal != "SIGTERM" {
+		t.Errorf("killed by SIGTERM: %+v, %v", res, err)
+	}
+	_, err = c.Exec(context.Background(), opsapi.ExecRequest{Command: "true"}, "/nonexistent", nil, cfg)
+	if !errors.Is(err, opsapi.ErrNotExist) {
+		t.Errorf("missing cwd: %v, want ErrNotExist", err)
+	}
+}
+
+// TestKillReachesEnvClearingSetsidEscape: a process that leaves its
+// group with setsid, clears its environment and whose parent exits (so it
+// is orphaned) is still killed with its command: orphans go to the
+// command's reaper, not to init.
+func TestKillReachesEnvClearingSetsidEscape(t *testing.T) {
+	c, _ := serve(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	res, _, err := run(t, c, `(env -i setsid bash -c 'echo $$ > `+pidFile+`; exec sleep 300' &); sleep 300`, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.Killed < 2 {
+		t.Errorf("result %+v: want a timeout that killed the sleeper and the escapee", res)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for killtree.Alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if killtree.Alive(pid) {
+		t.Errorf("the setsid, env -i escapee %d survived its command's kill", pid)
+	}
+}
+
+// TestBackgroundChildSurvivesTheCall: as in pi, a command's background
+// child keeps running after the call returns, and its late output does
+// not hang the call.
+func TestBackgroundChildSurvivesTheCall(t *testing.T) {
+	c, _ := serve(t)
+	f := filepath.Join(t.TempDir(), "late")
+	res, out, err := run(t, c, `(sleep 0.5; echo done > `+f+`) & echo started`, 0)
+	if err != nil || res.ExitCode != 0 || out != "started\n" {
+		t.Fatalf("%+v %q %v", res, out, err)
+	}
+	time.Sleep(time.Second)
+	if b, err := os.ReadFile(f); err != nil || string(b) != "done\n" {
+		t.Errorf("the background child did not finish: %q %v", b, err)
+	}
+}
+
+// TestRefusesUnpinnedPeers: a client without the broker's key cannot use
+// the agent, and an agent without its key cannot pose as it.
+func TestRefusesUnpinnedPeers(t *testing.T) {
+	_, sock := serve(t)
+	_, stranger, err := agent.NewCredsPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := agentclient.DialUnix(ctx, sock, stranger); err == nil {
+		// TLS 1.3 reports a refused client certificate at the first read.
+		_, _, err = run(t, c, "true", 0)
+		if err == nil {
+			t.Fatal("a client with other keys ran a command")
+		}
+	}
+	// A fake agent: its own keys, so the broker's pin refuses it.
+	fakeAgent, _, _ := agent.NewCredsPair()
+	_, brokerSide, _ := agent.NewCredsPair()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "f.sock")
+	ready := make(chan struct{})
+	go (&agent.Server{}).ListenAndServe(fake, fakeAgent, func() { close(ready) })
+	<-ready
+	if _, err := agentclient.DialUnix(ctx, fake, brokerSide); err == nil {
+		t.Fatal("the broker accepted an agent whose certificate is not pinned")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("wsb-agent 1\n"))
+	buf := make([]byte, 64)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _ := conn.Read(buf); bytes.Contains(buf[:n], []byte("wsb-agent")) {
+		t.Error("the agent spoke its protocol without TLS")
+	}
+	conn.Close()
+}

@@ -1,0 +1,125 @@
+package agentclient
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/hashicorp/yamux"
+	"github.com/pkg/sftp"
+
+	"github.com/wsbroker/wsbroker/agent"
+)
+
+// Client is one connection to an agent.
+type Client struct {
+	conn io.ReadWriteCloser
+	sess *yamux.Session
+	// Version is the protocol version both sides speak.
+	Version int
+
+	mu   sync.Mutex
+	sftp *sftp.Client
+}
+
+// DialUnix connects to an agent's Unix socket and authenticates both
+// ways with the broker's half of the agent's keys.
+func DialUnix(ctx context.Context, path string, creds agent.Creds) (*Client, error) {
+	cfg, err := creds.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("agent TLS handshake: %w", err)
+	}
+	return New(ctx, tc)
+}
+
+// New speaks the protocol on an established connection (an SSH
+// session's stdio, or an authenticated TLS connection).
+func New(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	v, err := agent.Hello(conn)
+	if !stop() {
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	sess, err := yamux.Client(conn, agent.MuxConfig())
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Client{conn: conn, sess: sess, Version: v}, nil
+}
+
+// Closed is closed when the connection has ended.
+func (c *Client) Closed() <-chan struct{} { return c.sess.CloseChan() }
+
+// IsClosed reports whether the connection has ended.
+func (c *Client) IsClosed() bool { return c.sess.IsClosed() }
+
+// Close ends the connection; the agent kills the commands still running
+// on it.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.sftp != nil {
+		c.sftp.Close()
+	}
+	c.mu.Unlock()
+	return c.sess.Close()
+}
+
+// open opens a stream for req.
+func (c *Client) open(ctx context.Context, req agent.Request) (net.Conn, error) {
+	st, err := c.sess.OpenStream()
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	if err := agent.WriteRequest(st, req); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// SFTP is the connection's SFTP session, opened at the first call and
+// shared. broken, when it is the current session, is replaced.
+func (c *Client) SFTP(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sftp != nil && c.sftp != broken {
+		return c.sftp, nil
+	}
+	if c.sftp != nil {
+		c.sftp.Close()
+		c.sftp = nil
+	}
+	st, err := c.open(ctx, agent.Request{Op: agent.OpSFTP})
+	if err != nil {
+		return nil, err
+	}
+	sc, err := sftp.NewClientPipe(st, st,
+		sftp.UseConcurrentReads(true), sftp.UseConcurrentWrites(true),
+		sftp.MaxConcurrentRequestsPerFile(64))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("sftp over the agent: %w", err)
+	}
+	c.sftp = sc
+	return sc, nil
+}

@@ -1,0 +1,6 @@
+// Package agentclient is the broker's side of the in-box agent's protocol
+// (package agent): one multiplexed connection per workspace, an SFTP
+// session on a stream of its own for file operations, and commands run
+// with opsapi's semantics (package execpump: output, timeout, drain, the
+// kill) on streams of their own.
+package agentclient

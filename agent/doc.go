@@ -1,0 +1,50 @@
+// Package agent is the in-box agent: one static binary (cmd/wsb-agent),
+// started once per remote workspace and kept running, that serves the
+// workspace's file operations and commands next to the files, over one
+// connection.
+//
+// # Protocol
+//
+// A connection is a Unix socket (docker: a per-workspace directory
+// bind-mounted into the container, so no byte crosses the engine) under
+// mutual TLS 1.3 with keys pinned by the broker, or the stdio of an SSH
+// session, already encrypted and private to the broker. On it:
+//
+//  1. Hello: each side writes "wsb-agent <version>\n" and reads the
+//     other's; both then speak the lower version. A peer below
+//     MinVersion is refused with a line saying why. This is the one
+//     place a future version negotiates.
+//  2. Multiplexing: github.com/hashicorp/yamux, client on the broker's
+//     side. Yamux gives each call a stream of its own with per-stream
+//     flow control (a window of StreamWindow bytes), so a slow command's
+//     output never delays another call's file operations, and a reader
+//     that stops reading stops the writer, not the agent's memory.
+//  3. Each stream starts with a request header: a 4-byte big-endian
+//     length and a JSON Request. Op "sftp" turns the stream into an SFTP
+//     v3 session (package sftpserver, with its one-trip extensions);
+//     op "exec" runs a command and answers with frames (WriteFrame).
+//
+// SFTP is kept for files, not a typed protocol: pkg/sftp's client and
+// server are maintained, pipelined (many requests in flight, which is what
+// makes large reads fast) and already shared by every remote backend
+// (package sftpops); the agent only changes what carries it.
+//
+// # Commands and the kill
+//
+// Each command runs under a reaper of its own: the agent re-executes itself
+// as "wsb-agent reap", which becomes a child subreaper
+// (PR_SET_CHILD_SUBREAPER) and starts `SHELL -c COMMAND` in a new process
+// group. Every descendant, whether it calls setsid, double-forks or clears
+// its environment, stays below the reaper: when its parent dies it is
+// re-parented to the reaper, not to the container's init. A kill (the
+// client's Kill frame, or the client vanishing before the command exited)
+// is SIGTERM to the reaper, which ends its whole subtree (package
+// killtree's KillSubtree: SIGTERM, a grace, SIGKILL rounds until empty,
+// pidfds against pid reuse) and reports how many it signalled. After the
+// command exits, the reaper stays while background children live, reaping
+// zombies, so they stay killable.
+//
+// Output: the command's stdout and stderr are one pipe (as pi merges
+// them), relayed in frames of up to 32 KiB. Exit codes follow the shell:
+// 128+N for a command ended by signal N.
+package agent

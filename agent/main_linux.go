@@ -1,0 +1,101 @@
+//go:build linux
+
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+)
+
+// Main is the agent binary's main; it returns the exit code.
+func Main(args []string) int {
+	if len(args) == 0 {
+		return usage()
+	}
+	switch args[0] {
+	case ReapMode:
+		undumpable()
+		return Reap(args[1:])
+	case "sftp-server":
+		sftpserver.WidenPipes(os.Stdin, os.Stdout)
+		if err := sftpserver.Serve(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "wsb-agent:", err)
+			return 1
+		}
+		return 0
+	case "serve":
+		undumpable()
+		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		s := &Server{Logger: logger}
+		switch {
+		case len(args) == 2 && args[1] == "--stdio":
+			return exitCode(s.ServeConn(stdio{}))
+		case len(args) == 3 && args[1] == "--socket":
+			return exitCode(serveSocket(s, args[2]))
+		}
+	}
+	return usage()
+}
+
+func usage() int {
+	fmt.Fprintln(os.Stderr, "usage: wsb-agent serve --socket PATH | serve --stdio | sftp-server")
+	return 2
+}
+
+func exitCode(err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wsb-agent:", err)
+		return 1
+	}
+	return 0
+}
+
+// serveSocket reads the agent's keys from stdin, listens, says "ready" on
+// stdout and then lets go of its stdio (the exec that started it ends
+// its attach).
+func serveSocket(s *Server, path string) error {
+	line, err := bufio.NewReaderSize(os.Stdin, 16<<10).ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("reading keys from stdin: %w", err)
+	}
+	var creds Creds
+	if err := json.Unmarshal(line, &creds); err != nil {
+		return fmt.Errorf("reading keys from stdin: %w", err)
+	}
+	return s.ListenAndServe(path, creds, func() {
+		fmt.Fprintln(os.Stdout, "ready")
+		if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+			_ = unix.Dup3(int(devnull.Fd()), 0, 0)
+			_ = unix.Dup3(int(devnull.Fd()), 1, 0)
+			// stderr too: a Go program writing to a closed pipe on fd 2
+			// dies of SIGPIPE.
+			_ = unix.Dup3(int(devnull.Fd()), 2, 0)
+		}
+	})
+}
+
+// undumpable keeps processes of the same user (every workspace command)
+// from tracing the agent or reading its memory and /proc files.
+func undumpable() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
+// stdio is stdin and stdout as one connection.
+type stdio struct{}
+
+func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdio) Close() error {
+	os.Stdin.Close()
+	return os.Stdout.Close()
+}
+
+var _ io.ReadWriteCloser = stdio{}

@@ -1,0 +1,224 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Version is the protocol version this build speaks; MinVersion the
+// oldest it accepts from a peer.
+const (
+	Version    = 1
+	MinVersion = 1
+)
+
+// helloPrefix starts each side's hello line.
+const helloPrefix = "wsb-agent "
+
+// maxHello bounds a hello line; maxHeader a request header.
+const (
+	maxHello  = 128
+	maxHeader = 1 << 20
+)
+
+// StreamWindow is each stream's flow-control window: large enough that a
+// bulk read is not held back by round trips, small enough that thousands
+// of idle streams cost nothing (yamux grows windows only as data flows).
+const StreamWindow = 8 << 20
+
+// Hello sends this side's hello and reads the peer's; it returns the
+// version both speak.
+func Hello(rw io.ReadWriter) (int, error) {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(rw, helloPrefix+strconv.Itoa(Version)+"\n")
+		errc <- err
+	}()
+	line, err := readLine(rw, maxHello)
+	if werr := <-errc; err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("agent hello: %w", err)
+	}
+	v, ok := strings.CutPrefix(line, helloPrefix)
+	n, cerr := strconv.Atoi(v)
+	if !ok || cerr != nil {
+		return 0, fmt.Errorf("agent hello: not a wsb-agent peer (it said %q)", truncate(line, 64))
+	}
+	if n < MinVersion {
+		return 0, fmt.Errorf("agent hello: peer speaks version %d, the oldest accepted is %d", n, MinVersion)
+	}
+	return min(n, Version), nil
+}
+
+// readLine reads up to '\n' one byte at a time, so that nothing after the
+// line is consumed (yamux takes the connection next).
+func readLine(r io.Reader, limit int) (string, error) {
+	var b []byte
+	one := make([]byte, 1)
+	for len(b) < limit {
+		if _, err := io.ReadFull(r, one); err != nil {
+			return "", err
+		}
+		if one[0] == '\n' {
+			return string(b), nil
+		}
+		b = append(b, one[0])
+	}
+	return "", errors.New("line too long")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// MuxConfig is the yamux configuration of both sides.
+func MuxConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.MaxStreamWindowSize = StreamWindow
+	c.AcceptBacklog = 1024
+	c.ConnectionWriteTimeout = 30 * time.Second
+	c.KeepAliveInterval = 15 * time.Second
+	c.StreamOpenTimeout = 30 * time.Second
+	c.StreamCloseTimeout = 30 * time.Second
+	c.LogOutput = io.Discard
+	return c
+}
+
+// Ops of a Request.
+const (
+	OpSFTP = "sftp"
+	OpExec = "exec"
+)
+
+// Request opens a stream.
+type Request struct {
+	Op   string    `json:"op"`
+	Exec *ExecSpec `json:"exec,omitempty"`
+}
+
+// ExecSpec is a command to run.
+type ExecSpec struct {
+	// Shell runs Command as `Shell -c Command`.
+	Shell   string `json:"shell"`
+	Command string `json:"command"`
+	// Cwd is an absolute directory.
+	Cwd string `json:"cwd"`
+	// Env are KEY=VALUE pairs added over the agent's own environment.
+	Env []string `json:"env,omitempty"`
+	// GraceMS is the time between SIGTERM and SIGKILL when killed.
+	GraceMS int64 `json:"graceMs"`
+}
+
+// WriteRequest writes a stream's header.
+func WriteRequest(w io.Writer, req Request) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxHeader {
+		return fmt.Errorf("request header of %d bytes is over the %d-byte limit", len(b), maxHeader)
+	}
+	buf := make([]byte, 4, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	_, err = w.Write(append(buf, b...))
+	return err
+}
+
+// ReadRequest reads a stream's header.
+func ReadRequest(r io.Reader) (Request, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return Request{}, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxHeader {
+		return Request{}, fmt.Errorf("request header of %d bytes is over the %d-byte limit", size, maxHeader)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return Request{}, err
+	}
+	var req Request
+	if err := json.Unmarshal(b, &req); err != nil {
+		return Request{}, fmt.Errorf("request header: %w", err)
+	}
+	return req, nil
+}
+
+// Frame types of an exec stream. From the agent: output, exit, error,
+// killed and end of output; from the client: kill.
+const (
+	FrameOutput = 'o' // command output bytes
+	FrameExit   = 'x' // the command exited: its status, decimal
+	FrameError  = 'e' // it could not start: "nocwd", "notdir", "noperm" or "start: why"
+	FrameKilled = 'k' // the kill is done: processes signalled, decimal
+	FrameEOF    = 'z' // every holder of the output closed it
+	FrameKill   = 'K' // client: kill the whole tree
+)
+
+// MaxFrame bounds a frame's payload.
+const MaxFrame = 64 << 10
+
+// WriteFrame writes one frame: its type, a 4-byte big-endian length and
+// the payload. Callers serialise writes to one stream.
+func WriteFrame(w io.Writer, typ byte, payload []byte) error {
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("frame of %d bytes is over the %d-byte limit", len(payload), MaxFrame)
+	}
+	var h [5]byte
+	h[0] = typ
+	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
+	if len(payload) == 0 {
+		_, err := w.Write(h[:])
+		return err
+	}
+	buf := make([]byte, 0, 5+len(payload))
+	_, err := w.Write(append(append(buf, h[:]...), payload...))
+	return err
+}
+
+// FrameReader reads frames; its buffer is reused, so a payload is valid
+// until the next Read.
+type FrameReader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+// NewFrameReader reads frames from r.
+func NewFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Read returns the next frame.
+func (f *FrameReader) Read() (byte, []byte, error) {
+	var h [5]byte
+	if _, err := io.ReadFull(f.r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > MaxFrame {
+		return 0, nil, fmt.Errorf("frame of %d bytes is over the %d-byte limit", n, MaxFrame)
+	}
+	if cap(f.buf) < int(n) {
+		f.buf = make([]byte, n)
+	}
+	b := f.buf[:n]
+	if _, err := io.ReadFull(f.r, b); err != nil {
+		return 0, nil, err
+	}
+	return h[0], b, nil
+}
