@@ -2,9 +2,9 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"context"
 	"net"
 	"os"
 	"os/exec"
