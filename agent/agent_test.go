@@ -20,19 +20,35 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// agentBinary builds cmd/wsb-agent once per test binary.
+// binary is cmd/wsb-sftp-server (the agent), built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	if runtime.GOOS != "linux" {
+		os.Exit(m.Run()) // each test skips
+	}
+	dir, err := os.MkdirTemp("", "wsb-agent-test-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "wsb-sftp-server")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/wsb-sftp-server")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func agentBinary(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the agent runs on Linux only")
 	}
-	bin := filepath.Join(os.TempDir(), "wsb-agent-test-"+strings.ReplaceAll(t.Name(), "/", "_"))
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/wsb-agent").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { os.Remove(bin) })
-	return bin
+	return binary
 }
 
 // serve starts an agent listening on a socket in a temporary directory
@@ -181,4 +197,14 @@ func TestRefusesUnpinnedPeers(t *testing.T) {
 		t.Error("the agent spoke its protocol without TLS")
 	}
 	conn.Close()
+}
+
+func TestCancelKills(t *testing.T) {
+	c, _ := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := c.Exec(ctx, opsapi.ExecRequest{Command: "sleep 60"}, "/", nil, cfg)
+	if err != nil || !res.Canceled || res.Killed != 1 || res.ExitCode != 143 {
+		t.Fatalf("canceled: %+v, %v", res, err)
+	}
 }

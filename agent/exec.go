@@ -22,8 +22,10 @@ type execStream struct {
 	cmd *exec.Cmd
 
 	mu     sync.Mutex
+	ready  bool // the reaper handles SIGTERM (before, it would die of it)
 	exited bool // the command's status was sent
 	killed bool // a kill was asked for
+	sent   bool // the kill was sent to the reaper
 }
 
 func (e *execStream) frame(typ byte, payload []byte) error {
@@ -36,38 +38,54 @@ func (e *execStream) frame(typ byte, payload []byte) error {
 // until the client closes the stream. The client closing it before the
 // command exited kills the tree: nobody waits for that command anymore.
 func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		_ = WriteFrame(st, FrameError, []byte("start: "+err.Error()))
+	e := &execStream{st: st}
+	var pipes []*os.File // the parent's ends, closed once started
+	pipe := func() (*os.File, *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil
+		}
+		pipes = append(pipes, w)
+		return r, w
+	}
+	outR, outW := pipe()
+	statR, statW := pipe()
+	errR, errW := outR, outW
+	if spec.Stderr {
+		errR, errW = pipe()
+	}
+	if outR == nil || statR == nil || errR == nil {
+		_ = e.frame(FrameError, []byte("start: no pipes"))
 		return
 	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		_ = WriteFrame(st, FrameError, []byte("start: "+err.Error()))
-		return
-	}
-	cmd := exec.Command(s.self(), ReapMode, strconv.FormatInt(spec.GraceMS, 10), spec.Shell, spec.Cwd, spec.Command)
+	args := append([]string{ReapMode, strconv.FormatInt(spec.GraceMS, 10), spec.Cwd, "--"}, spec.argv()...)
+	cmd := exec.Command(s.self(), args...)
 	cmd.Env = append(os.Environ(), spec.Env...)
-	cmd.Stdout, cmd.Stderr = outW, outW
+	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{statW}
-	e := &execStream{st: st, cmd: cmd}
-	err = cmd.Start()
-	outW.Close()
-	statW.Close()
+	e.cmd = cmd
+	err := cmd.Start()
+	for _, w := range pipes {
+		w.Close()
+	}
 	if err != nil {
 		outR.Close()
 		statR.Close()
+		errR.Close()
 		_ = e.frame(FrameError, []byte("start: "+err.Error()))
 		return
 	}
-	go func() { _ = cmd.Wait() }() // the reaper ends when its subtree is empty
+	// The reaper ends when its subtree is empty; reapChildren collects it.
+	defer func() { _ = cmd.Process.Release() }()
 
 	var relays sync.WaitGroup
 	relays.Add(2)
-	go func() { defer relays.Done(); e.relayOutput(outR) }()
+	go func() { defer relays.Done(); e.relayOutput(outR, FrameOutput, true) }()
 	go func() { defer relays.Done(); e.relayStatus(statR) }()
+	if spec.Stderr {
+		relays.Add(1)
+		go func() { defer relays.Done(); e.relayOutput(errR, FrameStderr, false) }()
+	}
 
 	// The client's frames: a kill, or the end of the stream.
 	fr := NewFrameReader(st)
@@ -88,30 +106,45 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 	}
 	// Unblock the relays: the client is gone, output goes nowhere.
 	st.Close()
-	outR.Close()
 	relays.Wait()
 }
 
 // kill asks the reaper to end its subtree; it answers with a "killed"
-// status line.
+// status line. A kill asked for before the reaper is ready is sent when
+// it is.
 func (e *execStream) kill() {
 	e.mu.Lock()
-	already := e.killed
 	e.killed = true
+	send := e.ready && !e.sent
+	e.sent = e.sent || send
 	e.mu.Unlock()
-	if !already {
+	if send {
 		_ = e.cmd.Process.Signal(syscall.SIGTERM)
 	}
 }
 
-// relayOutput sends the command's output until every holder closed it.
-func (e *execStream) relayOutput(r *os.File) {
+// becomeReady records that the reaper handles SIGTERM and sends a kill
+// that waited for it.
+func (e *execStream) becomeReady() {
+	e.mu.Lock()
+	e.ready = true
+	send := e.killed && !e.sent
+	e.sent = e.sent || send
+	e.mu.Unlock()
+	if send {
+		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	}
+}
+
+// relayOutput sends the command's output (or its stderr) until every
+// holder closed it; eof says to send FrameEOF then.
+func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
 	defer r.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			if e.frame(FrameOutput, buf[:n]) != nil {
+			if e.frame(typ, buf[:n]) != nil {
 				// The client is gone: keep draining so the command is not
 				// stopped by a full pipe before its kill.
 				_, _ = io.Copy(io.Discard, r)
@@ -119,7 +152,9 @@ func (e *execStream) relayOutput(r *os.File) {
 			}
 		}
 		if err != nil {
-			_ = e.frame(FrameEOF, nil)
+			if eof {
+				_ = e.frame(FrameEOF, nil)
+			}
 			return
 		}
 	}
@@ -134,6 +169,8 @@ func (e *execStream) relayStatus(r *os.File) {
 	for sc.Scan() {
 		kind, arg, _ := strings.Cut(sc.Text(), " ")
 		switch kind {
+		case "ready":
+			e.becomeReady()
 		case "exit":
 			e.mu.Lock()
 			e.exited = true

@@ -18,7 +18,8 @@ import (
 // Main is the agent binary's main; it returns the exit code.
 func Main(args []string) int {
 	if len(args) == 0 {
-		return usage()
+		// As wsb-sftp-server always did: SFTP on stdio.
+		args = []string{"sftp-server"}
 	}
 	switch args[0] {
 	case ReapMode:
@@ -27,12 +28,14 @@ func Main(args []string) int {
 	case "sftp-server":
 		sftpserver.WidenPipes(os.Stdin, os.Stdout)
 		if err := sftpserver.Serve(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-agent:", err)
+			fmt.Fprintln(os.Stderr, "wsb-sftp-server:", err)
 			return 1
 		}
 		return 0
 	case "serve":
 		undumpable()
+		reserveThreads(agentThreads)
+		go reapChildren()
 		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		s := &Server{Logger: logger}
 		switch {
@@ -46,13 +49,13 @@ func Main(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: wsb-agent serve --socket PATH | serve --stdio | sftp-server")
+	fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server [serve --socket PATH | serve --stdio | sftp-server]")
 	return 2
 }
 
 func exitCode(err error) int {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "wsb-agent:", err)
+		fmt.Fprintln(os.Stderr, "wsb-sftp-server:", err)
 		return 1
 	}
 	return 0

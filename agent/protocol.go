@@ -100,9 +100,17 @@ func MuxConfig() *yamux.Config {
 
 // Ops of a Request.
 const (
-	OpSFTP = "sftp"
-	OpExec = "exec"
+	OpSFTP     = "sftp"
+	OpExec     = "exec"
+	OpIdentity = "id" // the agent answers with its Identity, as JSON
 )
+
+// Identity is the account the agent runs as, which is the account of
+// every file operation and command it serves.
+type Identity struct {
+	UID  int   `json:"uid"`
+	GIDs []int `json:"gids"` // primary group first
+}
 
 // Request opens a stream.
 type Request struct {
@@ -121,6 +129,19 @@ type ExecSpec struct {
 	Env []string `json:"env,omitempty"`
 	// GraceMS is the time between SIGTERM and SIGKILL when killed.
 	GraceMS int64 `json:"graceMs"`
+	// Argv, when set, is run as it is instead of Shell -c Command.
+	Argv []string `json:"argv,omitempty"`
+	// Stderr sends stderr in frames of its own (FrameStderr) instead of
+	// merging it into the output.
+	Stderr bool `json:"stderr,omitempty"`
+}
+
+// argv is what the reaper starts.
+func (s ExecSpec) argv() []string {
+	if len(s.Argv) > 0 {
+		return s.Argv
+	}
+	return []string{s.Shell, "-c", s.Command}
 }
 
 // WriteRequest writes a stream's header.
@@ -163,6 +184,7 @@ func ReadRequest(r io.Reader) (Request, error) {
 // killed and end of output; from the client: kill.
 const (
 	FrameOutput = 'o' // command output bytes
+	FrameStderr = 's' // stderr bytes, when asked for apart
 	FrameExit   = 'x' // the command exited: its status, decimal
 	FrameError  = 'e' // it could not start: "nocwd", "notdir", "noperm" or "start: why"
 	FrameKilled = 'k' // the kill is done: processes signalled, decimal

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -16,11 +17,14 @@ import (
 	"github.com/wsbroker/wsbroker/killtree"
 )
 
-// Reap is the reaper's main: args are GRACE_MS SHELL CWD COMMAND, the
+// Reap is the reaper's main: args are GRACE_MS CWD -- ARGV..., the
 // environment is the command's, fd 3 receives status lines ("exit N",
 // "killed N", or why the command could not start). It returns the exit
 // code of the reaper itself.
 func Reap(args []string) int {
+	// The status pipe is the reaper's alone: the command must not inherit
+	// it (it could forge an exit line).
+	syscall.CloseOnExec(3)
 	status := os.NewFile(3, "status")
 	var smu sync.Mutex
 	say := func(format string, a ...any) {
@@ -28,16 +32,17 @@ func Reap(args []string) int {
 		defer smu.Unlock()
 		fmt.Fprintf(status, format+"\n", a...)
 	}
-	if len(args) != 4 || status == nil {
-		fmt.Fprintln(os.Stderr, "usage: wsb-agent reap GRACE_MS SHELL CWD COMMAND (started by the agent)")
+	if len(args) < 4 || args[2] != "--" || status == nil {
+		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap GRACE_MS CWD -- ARGV... (started by the agent)")
 		return 2
 	}
 	graceMS, _ := strconv.ParseInt(args[0], 10, 64)
-	shell, cwd, command := args[1], args[2], args[3]
+	cwd, argv := args[1], args[3:]
 	if why := checkDir(cwd); why != "" {
 		say("%s", why)
 		return 0
 	}
+	reserveThreads(reservedThreads)
 	if err := killtree.BecomeSubreaper(); err != nil {
 		say("start: subreaper: %v", err)
 		return 1
@@ -46,57 +51,77 @@ func Reap(args []string) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT)
+	// From here SIGTERM is a kill, not the reaper's death: the agent
+	// holds a kill back until it reads this.
+	say("ready")
 
-	proc, err := os.StartProcess(shell, []string{shell, "-c", command}, &os.ProcAttr{
+	prog, err := exec.LookPath(argv[0])
+	if err != nil {
+		say("start: %v", err)
+		return 0
+	}
+	proc, err := os.StartProcess(prog, argv, &os.ProcAttr{
 		Dir:   cwd,
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stdout},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		say("start: %v", err)
 		return 0
 	}
-	// The reaper holds no end of the command's output: the stream ends
+	// The reaper holds no end of the command's output: the streams end
 	// when the last of its processes closes it.
 	devnull, _ := os.Open(os.DevNull)
 	for _, fd := range []int{0, 1, 2} {
 		_ = syscall.Dup3(int(devnull.Fd()), fd, 0)
 	}
 
-	var killing sync.WaitGroup
-	go func() {
-		<-term
-		killing.Add(1)
-		defer killing.Done()
-		n, err := killtree.KillSubtree(time.Duration(graceMS)*time.Millisecond, func() {})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-agent reap:", err)
-		}
-		say("killed %d", n)
-	}()
-	reapAll(proc.Pid, func(code int) { say("exit %d", code) })
-	signal.Stop(term)
-	killing.Wait()
+	serve(proc.Pid, term, time.Duration(graceMS)*time.Millisecond, say)
 	return 0
 }
 
-// reapAll waits for every process of the subtree (orphans come to the
-// reaper) until none is left, reporting the main child's status.
-func reapAll(main int, exited func(code int)) {
+// serve reaps the subtree until it is empty, reporting the main child's
+// exit, and kills it all when term fires. One goroutine does both, woken
+// by SIGCHLD: a fork bomb below makes zombies without pause, and a loop
+// blocked in wait4 would keep the kill from ever being scheduled.
+func serve(main int, term <-chan os.Signal, grace time.Duration, say func(string, ...any)) {
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	defer signal.Stop(chld)
+	reap := func() bool { return reapReady(main, func(code int) { say("exit %d", code) }) }
+	tick := time.NewTicker(time.Second) // in case a SIGCHLD was merged away
+	defer tick.Stop()
+	for reap() {
+		select {
+		case <-chld:
+		case <-tick.C:
+		case <-term:
+			n, err := killtree.KillSubtree(grace, func() { reap() })
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+			}
+			say("killed %d", n)
+		}
+	}
+}
+
+// reapReady collects every child that has ended, without waiting,
+// reporting the main child's status; it returns false once no child is
+// left.
+func reapReady(main int, exited func(code int)) bool {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: the subtree is empty
-		}
-		if pid != main {
-			continue
-		}
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return false // ECHILD: the subtree is empty
+		case pid == 0:
+			return true // children left, none ended
+		case pid != main:
+			continue
 		case ws.Exited():
 			exited(ws.ExitStatus())
 		case ws.Signaled():

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 // Server serves connections from the broker.
 type Server struct {
 	// Self is the agent's own executable, re-executed as each command's
-	// reaper ("wsb-agent reap").
+	// reaper ("wsb-sftp-server reap").
 	Self string
 	// Logger receives the agent's diagnostics (stderr of the agent).
 	Logger *slog.Logger
@@ -67,6 +68,14 @@ func (s *Server) serveStream(st *yamux.Stream) {
 	case OpSFTP:
 		if err := sftpserver.Serve(st, st); err != nil && !errors.Is(err, io.EOF) {
 			s.log().Debug("sftp session ended", "err", err)
+		}
+	case OpIdentity:
+		id := Identity{UID: os.Getuid(), GIDs: []int{os.Getgid()}}
+		if groups, err := os.Getgroups(); err == nil {
+			id.GIDs = append(id.GIDs, groups...)
+		}
+		if err := json.NewEncoder(st).Encode(id); err != nil {
+			s.log().Debug("identity", "err", err)
 		}
 	case OpExec:
 		if req.Exec == nil {

@@ -29,8 +29,13 @@ func Descendants() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return below(kids, os.Getpid()), nil
+}
+
+// below walks kids from root, breadth first.
+func below(kids map[int][]int, root int) []int {
 	var out []int
-	queue := []int{os.Getpid()}
+	queue := []int{root}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -39,7 +44,7 @@ func Descendants() ([]int, error) {
 			queue = append(queue, c)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // childrenMap reads every process's parent from /proc; zombies are left
@@ -97,14 +102,23 @@ func parentOf(pid int) (int, bool) {
 // descendants before it is signalled, so a pid reused by a process outside
 // the subtree is never hit.
 func KillSubtree(grace time.Duration, reap func()) (int, error) {
+	self := os.Getpid()
 	signalled := map[int]bool{}
+	// send signals every descendant found by one scan of /proc and returns
+	// how many there were.
 	send := func(sig syscall.Signal) (int, error) {
-		pids, err := Descendants()
+		kids, err := childrenMap()
 		if err != nil {
 			return 0, err
 		}
+		pids := below(kids, self)
+		inTree := make(map[int]bool, len(pids)+1)
+		inTree[self] = true
 		for _, pid := range pids {
-			if signalPinned(pid, sig) {
+			inTree[pid] = true
+		}
+		for _, pid := range pids {
+			if signalPinned(pid, sig, inTree) {
 				signalled[pid] = true
 			}
 		}
@@ -142,32 +156,25 @@ func countDescendants() (int, error) {
 	return len(pids), err
 }
 
-// signalPinned sends sig to pid through a pidfd, after checking that the
-// pinned process is still below the caller.
-func signalPinned(pid int, sig syscall.Signal) bool {
+// signalPinned sends sig to pid through a pidfd, once the pinned
+// process's parent is seen to be in the subtree (inTree, from the same
+// scan): a pid reused by a process outside it is never hit. Where pidfds
+// are refused (an engine's seccomp profile may not know pidfd_open), the
+// check and a plain kill follow each other.
+func signalPinned(pid int, sig syscall.Signal, inTree map[int]bool) bool {
 	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
+	if err != nil && errors.Is(err, syscall.ESRCH) {
 		return false
+	}
+	if ppid, ok := parentOf(pid); !ok || !inTree[ppid] {
+		if err == nil {
+			unix.Close(fd)
+		}
+		return false
+	}
+	if err != nil {
+		return syscall.Kill(pid, sig) == nil
 	}
 	defer unix.Close(fd)
-	if !below(pid) {
-		return false
-	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
-}
-
-// below reports whether pid's chain of parents reaches the caller.
-func below(pid int) bool {
-	self := os.Getpid()
-	for i := 0; i < 4096 && pid > 1; i++ {
-		ppid, ok := parentOf(pid)
-		if !ok {
-			return false
-		}
-		if ppid == self {
-			return true
-		}
-		pid = ppid
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package agentclient
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -122,4 +123,20 @@ func (c *Client) SFTP(ctx context.Context, broken *sftp.Client) (*sftp.Client, e
 	}
 	c.sftp = sc
 	return sc, nil
+}
+
+// Identity asks the agent which account it serves as.
+func (c *Client) Identity(ctx context.Context) (agent.Identity, error) {
+	st, err := c.open(ctx, agent.Request{Op: agent.OpIdentity})
+	if err != nil {
+		return agent.Identity{}, err
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	var id agent.Identity
+	if err := json.NewDecoder(io.LimitReader(st, 64<<10)).Decode(&id); err != nil {
+		return agent.Identity{}, fmt.Errorf("agent identity: %w", err)
+	}
+	return id, nil
 }

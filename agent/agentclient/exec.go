@@ -46,15 +46,10 @@ var cwdErrors = map[string]error{
 func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, env []string, cfg ExecConfig) (opsapi.ExecResult, error) {
 	begin := time.Now()
 	spec := agent.ExecSpec{Shell: cfg.Shell, Command: req.Command, Cwd: cwd, Env: env, GraceMS: cfg.KillGrace.Milliseconds()}
-	st, err := c.open(ctx, agent.Request{Op: agent.OpExec, Exec: &spec})
+	x, err := c.start(ctx, spec, nil)
 	if err != nil {
-		if ctx.Err() != nil {
-			return opsapi.ExecResult{}, ctx.Err()
-		}
-		return opsapi.ExecResult{}, fmt.Errorf("%w: starting a command through the agent: %w", opsapi.ErrUnavailable, err)
+		return opsapi.ExecResult{}, err
 	}
-	x := newExecCall(st)
-	go x.readFrames()
 	res, err := execpump.Run(ctx, x.out, x.events, execpump.Config{
 		Output:    req.Output,
 		Timeout:   req.Timeout,
@@ -76,6 +71,65 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 	return res.ExecResult, nil
 }
 
+// start opens an exec stream for spec; stderr, when spec.Stderr, receives
+// the command's stderr (it must not block).
+func (c *Client) start(ctx context.Context, spec agent.ExecSpec, stderr io.Writer) (*execCall, error) {
+	st, err := c.open(ctx, agent.Request{Op: agent.OpExec, Exec: &spec})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: starting a command through the agent: %w", opsapi.ErrUnavailable, err)
+	}
+	x := newExecCall(st)
+	x.stderr = stderr
+	go x.readFrames()
+	return x, nil
+}
+
+// Process is a program started through the agent with its stderr apart
+// (e.g. ripgrep, whose stdout is a JSON stream).
+type Process struct{ x *execCall }
+
+// Start runs argv in cwd with env added; stderr receives its stderr and
+// must not block. Closing the Process before the program exited kills it
+// with everything it started.
+func (c *Client) Start(ctx context.Context, argv []string, cwd string, env []string, stderr io.Writer) (*Process, error) {
+	spec := agent.ExecSpec{Argv: argv, Cwd: cwd, Env: env, Stderr: true, GraceMS: 500}
+	x, err := c.start(ctx, spec, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{x: x}, nil
+}
+
+// Stdout is the program's standard output.
+func (p *Process) Stdout() io.Reader { return p.x.out }
+
+// Close ends the stream (and kills the program, if it still runs).
+func (p *Process) Close() { p.x.close() }
+
+// Wait returns the program's exit status; err when the connection ended
+// without one or it could not start.
+func (p *Process) Wait() (int, error) {
+	for {
+		select {
+		case ev := <-p.x.events:
+			if ev.Err != nil {
+				return -1, ev.Err
+			}
+			if ev.Exited {
+				if ev.Status == nil {
+					return -1, fmt.Errorf("%w: connection to the agent lost while the command ran", opsapi.ErrUnavailable)
+				}
+				return ev.Status.Code, nil
+			}
+		case <-p.x.done:
+			return -1, errors.New("process closed before it ended")
+		}
+	}
+}
+
 // execCall is the client's side of one exec stream.
 type execCall struct {
 	st     net.Conn
@@ -83,6 +137,7 @@ type execCall struct {
 	outW   *io.PipeWriter
 	events chan execpump.Event
 	killed chan int
+	stderr io.Writer // FrameStderr's payloads, when asked for apart
 	done   chan struct{}
 	once   sync.Once
 	wmu    sync.Mutex
@@ -130,6 +185,10 @@ func (x *execCall) readFrames() {
 			// A failed write means the pump is done; keep reading
 			// frames for the status.
 			_, _ = x.outW.Write(p)
+		case agent.FrameStderr:
+			if x.stderr != nil {
+				_, _ = x.stderr.Write(p)
+			}
 		case agent.FrameEOF:
 			x.outW.CloseWithError(io.EOF)
 		case agent.FrameExit:

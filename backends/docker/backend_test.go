@@ -703,3 +703,18 @@ func TestContainerRemovedBehindTheBrokersBack(t *testing.T) {
 		t.Fatalf("Destroy after the container vanished: %v", err)
 	}
 }
+
+// TestCommandsRunThroughTheAgent: with the injected binary and a numeric
+// user, a command's parent is its reaper in the in-box agent, not an
+// engine exec's wrapper, and files go over the agent too.
+func TestCommandsRunThroughTheAgent(t *testing.T) {
+	b := newBackend(t)
+	ws := create(t, b, nil)
+	out := sh(t, ws, `tr '\0' ' ' < /proc/$PPID/cmdline`)
+	if !strings.Contains(out, docker.InjectedSFTPServer+" reap") {
+		t.Fatalf("the command's parent is %q, want the agent's reaper", out)
+	}
+	if out := sh(t, ws, `ls -A `+docker.AgentRunDir); !strings.Contains(out, ".sock") {
+		t.Errorf("no agent socket in the run directory: %q", out)
+	}
+}

@@ -63,6 +63,11 @@ func (c *channel) close() {
 // new one when there is none, it died, or the caller found it broken.
 // Concurrent callers share one start.
 func (w *Workspace) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
+	if a := w.agentClient(ctx); a != nil {
+		if sc, err := a.SFTP(ctx, broken); err == nil {
+			return sc, nil
+		}
+	}
 	c, err := w.channel(ctx, broken)
 	if err != nil {
 		return nil, err
@@ -257,3 +262,18 @@ func (c *controlWriter) line(l string) {
 }
 
 var _ io.Writer = (*controlWriter)(nil)
+
+// identity is the account file operations run as: the agent's, else the
+// SFTP channel's.
+func (w *Workspace) identity(ctx context.Context) (sftpops.Identity, error) {
+	if a := w.agentClient(ctx); a != nil {
+		if id, err := a.Identity(ctx); err == nil {
+			return sftpops.Identity{UID: id.UID, GIDs: id.GIDs}, nil
+		}
+	}
+	c, err := w.channel(ctx, nil)
+	if err != nil {
+		return sftpops.Identity{}, err
+	}
+	return c.id, nil
+}

@@ -107,6 +107,21 @@ type Config struct {
 	// ImageSFTPServers are where an image's own server is looked for, in
 	// order. Default: the Debian, Red Hat and Alpine paths of OpenSSH's.
 	ImageSFTPServers []string `json:"imageSFTPServers" yaml:"imageSFTPServers"`
+	// Agent chooses how commands and files reach a container: "auto"
+	// (default) through the in-box agent (package agent, served by the
+	// injected wsb-sftp-server binary) when that binary is injected
+	// (sftpServer not "image") and the run directory can be shared with
+	// the container, else the engine's exec and the SFTP channel, as with
+	// "off". The agent serves both over a Unix socket in the workspace's
+	// run directory, bind-mounted into the container: no byte crosses the
+	// engine, and a command costs milliseconds instead of an engine exec.
+	Agent string `json:"agent" yaml:"agent"`
+	// RunDir holds one directory per workspace for its agent's socket,
+	// bind-mounted into its container. It must stay the same across
+	// broker restarts (the mount is fixed when a container is created).
+	// Empty: wsbroker-run-<hash of the identity> in the system's
+	// temporary directory; the broker sets <stateDir>/run.
+	RunDir string `json:"runDir" yaml:"runDir"`
 	// SyncWrites fsyncs each written file before it replaces the old one.
 	// Off by default: the workspace volume is scratch space that lives and
 	// dies with its container, a replace is atomic for every reader
@@ -149,6 +164,12 @@ const (
 	SFTPInject = "inject"
 )
 
+// Agent modes.
+const (
+	AgentAuto = "auto"
+	AgentOff  = "off"
+)
+
 // SFTPServerName is the broker's SFTP server binary, looked for beside the
 // broker's executable and on PATH.
 const SFTPServerName = "wsb-sftp-server"
@@ -183,6 +204,7 @@ func NewConfig() Config {
 		WorkspaceDir:     DefaultWorkspaceDir,
 		Command:          append([]string(nil), DefaultCommand...),
 		SFTPServer:       DefaultSFTPServer,
+		Agent:            AgentAuto,
 		ImageSFTPServers: append([]string(nil), DefaultImageSFTPServers...),
 		Exec:             execconf.New(),
 	}
@@ -202,6 +224,7 @@ func (c Config) withDefaults() Config {
 	str(&c.Network, d.Network)
 	str(&c.WorkspaceDir, d.WorkspaceDir)
 	str(&c.SFTPServer, d.SFTPServer)
+	str(&c.Agent, AgentAuto)
 	if c.Memory == 0 {
 		c.Memory = d.Memory
 	}
@@ -287,6 +310,14 @@ func (c Config) Validate() error {
 	case SFTPAuto, SFTPImage, SFTPInject:
 	default:
 		add("sftpServer %q must be %q, %q or %q", c.SFTPServer, SFTPAuto, SFTPImage, SFTPInject)
+	}
+	switch c.Agent {
+	case AgentAuto, AgentOff:
+	default:
+		add("agent %q must be %q or %q", c.Agent, AgentAuto, AgentOff)
+	}
+	if c.RunDir != "" && !path.IsAbs(c.RunDir) {
+		add("runDir %q is not an absolute path", c.RunDir)
 	}
 	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
 		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)

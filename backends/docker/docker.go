@@ -37,6 +37,7 @@ const (
 	LabelRoot      = "wsbroker.root"       // the workspace directory
 	LabelBroker    = "wsbroker.broker"     // Config.Identity of the broker that made it
 	LabelOwner     = "wsbroker.owner"      // the owning tenant (WorkspaceSpec.Owner)
+	LabelAgent     = "wsbroker.agent"      // the host directory shared with its agent
 )
 
 // namePrefix starts the name of every container and volume.
@@ -54,6 +55,7 @@ type Backend struct {
 	logger        *slog.Logger
 	injectBinary  string // host path of the SFTP server to mount, or ""
 	seccompOption string // "seccomp=..." or ""
+	agent         agentSetup
 
 	mu         sync.Mutex
 	workspaces map[string]*Workspace // by ID: made or found by this backend
@@ -108,6 +110,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		b.seccompOption = "seccomp=" + compact.String()
 	}
 	b.warnRisks()
+	b.setupAgent()
 
 	api, err := client.NewClientWithOpts(client.WithHost(cfg.Host), client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -169,13 +172,19 @@ func (b *Backend) warnRisks() {
 // beside the broker's executable, or on PATH. It must be a statically
 // linked ELF binary (it runs in images with no libc of ours).
 func findSFTPServer(configured string) (string, error) {
+	return findStatic(configured, SFTPServerName)
+}
+
+// findStatic locates a static binary to inject: configured, or name
+// beside the broker's executable, or on PATH.
+func findStatic(configured, name string) (string, error) {
 	candidates := []string{configured}
 	if configured == "" {
 		candidates = nil
 		if exe, err := os.Executable(); err == nil {
-			candidates = append(candidates, filepath.Join(filepath.Dir(exe), SFTPServerName))
+			candidates = append(candidates, filepath.Join(filepath.Dir(exe), name))
 		}
-		if p, err := exec.LookPath(SFTPServerName); err == nil {
+		if p, err := exec.LookPath(name); err == nil {
 			candidates = append(candidates, p)
 		}
 	}
@@ -194,7 +203,7 @@ func findSFTPServer(configured string) (string, error) {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		return "", fmt.Errorf("%s not found beside the broker or on PATH", SFTPServerName)
+		return "", fmt.Errorf("%s not found beside the broker or on PATH", name)
 	}
 	return "", errors.Join(errs...)
 }
@@ -265,6 +274,7 @@ type spec struct {
 	pids    int64
 	network string
 	home    string // the image's HOME, "" when it sets none
+	run     string // the host directory shared with the agent, "" for none
 }
 
 // resolve checks o against the configuration.
@@ -360,6 +370,9 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if err := b.checkFree(ctx, op, ws.ID, name); err != nil {
 		return nil, err
 	}
+	if s.run = b.agentRunDir(ws.ID); s.run != "" {
+		labels[LabelAgent] = s.run
+	}
 	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
 		return nil, engineErr(op, ws.ID, err)
 	}
@@ -380,6 +393,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		return nil, engineErr(op, ws.ID, err)
 	}
 	w := b.adopt(ws.ID, resp.ID, ws.Owner, b.cfg.WorkspaceDir, created)
+	w.agentDir = s.run
 	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
 	return w, nil
@@ -473,6 +487,9 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 	mounts := []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: c.WorkspaceDir}}
 	if b.injectBinary != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.injectBinary, Target: InjectedSFTPServer, ReadOnly: true})
+	}
+	if s.run != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.run, Target: AgentRunDir})
 	}
 	init := true
 	hc := &container.HostConfig{
@@ -609,7 +626,11 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !path.IsAbs(root) || underProc(root) {
 			root = b.cfg.WorkspaceDir
 		}
-		out[id] = b.adopt(id, c.ID, c.Labels[LabelOwner], path.Clean(root), created)
+		w := b.adopt(id, c.ID, c.Labels[LabelOwner], path.Clean(root), created)
+		if dir := c.Labels[LabelAgent]; b.agent.on && dir == b.agentDirOf(id) {
+			w.agentDir = dir
+		}
+		out[id] = w
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {

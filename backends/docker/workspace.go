@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
 	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
@@ -35,6 +37,13 @@ type Workspace struct {
 	logger  *slog.Logger
 	runner  *remoteexec.Runner
 
+	// The in-box agent: its host run directory ("" for none), its live
+	// connection, and when to try again after a failed start.
+	agentDir     string
+	agentSem     chan struct{} // held while an agent is started
+	agentLive    atomic.Pointer[agentclient.Client]
+	agentRetryAt time.Time // guarded by agentSem
+
 	chanSem chan struct{} // held while the channel is looked at or opened
 	ch      *channel      // guarded by chanSem
 	fs      atomic.Pointer[sftpops.FS]
@@ -49,13 +58,14 @@ type Workspace struct {
 
 func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspace {
 	w := &Workspace{
-		b:       b,
-		id:      id,
-		cid:     cid,
-		root:    root,
-		created: created,
-		logger:  b.logger.With("workspace", id),
-		chanSem: make(chan struct{}, 1),
+		b:        b,
+		id:       id,
+		cid:      cid,
+		root:     root,
+		created:  created,
+		logger:   b.logger.With("workspace", id),
+		chanSem:  make(chan struct{}, 1),
+		agentSem: make(chan struct{}, 1),
 	}
 	rc := b.remoteexecConfig()
 	rc.Headroom = w.pidsHeadroom
@@ -143,11 +153,10 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 	if fs := w.fs.Load(); fs != nil {
 		return fs, nil
 	}
-	c, err := w.channel(ctx, nil)
+	id, err := w.identity(ctx)
 	if err != nil {
 		return nil, err
 	}
-	id := c.id
 	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker",
 		NoSync: !w.b.cfg.SyncWrites})
 	w.fs.CompareAndSwap(nil, fs)
@@ -177,6 +186,7 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 		return nil
 	}
 	w.closeChannel()
+	w.closeAgent()
 	name := namePrefix + w.id
 	err := w.b.api.ContainerRemove(ctx, w.cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err == nil || cerrdefs.IsNotFound(err) {
@@ -187,6 +197,9 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 		return engineErr("docker.Destroy", w.id, err)
 	}
 	w.b.forget(w)
+	if w.agentDir != "" {
+		_ = os.RemoveAll(w.agentDir)
+	}
 	w.logger.Info("workspace removed", "reason", reason)
 	return nil
 }
@@ -327,7 +340,16 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	// meanwhile (in this command, or in one running beside it).
 	before := make(chan int64, 1)
 	go func() { before <- w.oomKills(ctx) }()
-	res, err := w.runner.Exec(ctx, req, cwd)
+	var res opsapi.ExecResult
+	var err error
+	if c := w.agentClient(ctx); c != nil {
+		res, err = c.Exec(ctx, req, cwd, req.Env, w.b.agentExecConfig())
+		if err != nil {
+			err = opsapi.E(op, req.Cwd, nil, err)
+		}
+	} else {
+		res, err = w.runner.Exec(ctx, req, cwd)
+	}
 	if b := <-before; err == nil && b >= 0 {
 		if a := w.oomKills(context.WithoutCancel(ctx)); a > b {
 			res.OOMKilled = true
@@ -443,6 +465,13 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	}
 	remote := rgjson.Remote{Op: op, RgPath: w.b.cfg.RgPath, Where: "in the container",
 		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
+			if a := w.agentClient(ctx); a != nil {
+				p, err := a.Start(ctx, argv, w.root, nil, stderr)
+				if err != nil {
+					return nil, opsapi.E(op, req.Path, nil, err)
+				}
+				return agentSearch{p}, nil
+			}
 			// Dropping an exec's stream does not stop it (nor does
 			// the engine offer a kill): a search that is cut short
 			// is killed by its marker.
@@ -455,6 +484,12 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		}}
 	return remote.Search(ctx, fs, req)
 }
+
+// agentSearch is ripgrep run by the agent: closing its stream before rg
+// exited kills it, so abandoning needs nothing more.
+type agentSearch struct{ *agentclient.Process }
+
+func (agentSearch) Abandon() {}
 
 // searchProc is ripgrep in an exec.
 type searchProc struct {

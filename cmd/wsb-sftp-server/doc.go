@@ -1,18 +1,18 @@
-// Command wsb-sftp-server is an SFTP server on its standard input and
-// output, for workspace containers.
+// Command wsb-sftp-server is the in-box agent (package agent), injected
+// read-only into workspace containers at /.wsbroker/sftp-server. Its name
+// is the one it had when it only served SFTP, kept so that existing
+// configurations (sftpServerBinary) and images keep working:
 //
-// # Overview
+//	wsb-sftp-server                      SFTP on stdin/stdout (the engine-exec fallback's channel)
+//	wsb-sftp-server serve --socket PATH  the agent: TLS on a Unix socket, keys as one JSON line on stdin
+//	wsb-sftp-server serve --stdio        the agent's protocol on stdin/stdout
+//	wsb-sftp-server reap ...             internal: one command's reaper
 //
-// The docker backend bind-mounts this binary read-only into every
-// container it creates (at /.wsbroker/sftp-server) and runs it in one
-// long-lived exec whose stdio
-// carries the workspace's file operations. It is package
-// backends/shared/sftpserver: github.com/pkg/sftp's server (SFTP v3 with
-// posix-rename@openssh.com, statvfs@openssh.com and hardlink@openssh.com)
-// plus atomic-write@wsbroker.dev, which replaces a small file in one round
-// trip instead of three, and read-small@wsbroker.dev, which reads one in
-// one round trip instead of three, serving the container's filesystem as the
-// container's user; it has no configuration and opens no socket.
+// The SFTP server is package backends/shared/sftpserver: pkg/sftp's server
+// (SFTP v3 with posix-rename@openssh.com, statvfs@openssh.com and
+// hardlink@openssh.com) plus atomic-write@wsbroker.dev and
+// read-small@wsbroker.dev, which replace and read a small file in one
+// round trip instead of three.
 //
 // It must be statically linked, since it runs in images that share
 // nothing with the host:

@@ -149,9 +149,9 @@ func TestDocker(t *testing.T) {
 			destroyAtCleanup(t, ws)
 			return ws
 		},
+		// The in-box agent runs each command under a subreaper, so the
+		// env-clearing setsid escape is killed too.
 		MemoryLimit: memLimit, PidsLimit: pidsLimit, Grace: grace,
-		EnvEscapeGap: "the kill finds a command's processes by process group and marker variable; " +
-			"one that clears both lives on inside the container until the workspace is deleted",
 		// /tmp is a size-limited tmpfs in the container.
 		FullDir: func(*testing.T, opsapi.Workspace) string { return "/tmp" },
 	})
