@@ -55,7 +55,13 @@ func agentBinary(t *testing.T) string {
 // and returns a connected client.
 func serve(t *testing.T) (*agentclient.Client, string) {
 	t.Helper()
-	bin := agentBinary(t)
+	agentBinary(t)
+	return serveB(t)
+}
+
+func serveB(t testing.TB) (*agentclient.Client, string) {
+	t.Helper()
+	bin := binary
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "a.sock")
 	agentSide, brokerSide, err := agent.NewCredsPair()

@@ -23,7 +23,7 @@ const (
 )
 
 // ListenAndServe serves TLS connections on a Unix socket at path until no
-// authenticated connection has been open for Linger after the first one.
+// authenticated connection has been open for Linger.
 // ready is called once the socket accepts connections.
 func (s *Server) ListenAndServe(path string, creds Creds, ready func()) error {
 	tcfg, err := creds.ServerConfig()
@@ -47,7 +47,7 @@ func (s *Server) ListenAndServe(path string, creds Creds, ready func()) error {
 		idle    = time.AfterFunc(time.Hour, func() { ln.Close() })
 		pending = make(chan struct{}, maxPending)
 	)
-	idle.Stop()
+	idle.Reset(Linger) // an agent nobody connects to does not stay
 	for {
 		c, err := ln.Accept()
 		if err != nil {

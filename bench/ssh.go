@@ -280,7 +280,12 @@ func sshInProcess() Target {
 			if err != nil {
 				return nil, err
 			}
+			agentBin, err := env.sftpServer(ctx) // the in-box agent
+			if err != nil {
+				return nil, errors.Join(err, srv.Stop())
+			}
 			cfg := sshbackend.NewConfig()
+			cfg.InboxAgentBinary = agentBin
 			cfg.KnownHostsFiles = []string{srv.KnownHosts}
 			cfg.IdentityFiles = []string{srv.IdentityFile}
 			cfg.Hosts = map[string]sshbackend.Host{"loopback": {Address: srv.Addr, User: sshUser}}
@@ -388,6 +393,10 @@ func sftpPut(fc *sftp.Client, p string, data []byte) error {
 func sshHTTP() Target {
 	return Target{Name: "ssh/http", Backend: "ssh", Via: ViaHTTP,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+			// The broker finds the in-box agent beside its executable.
+			if _, err := env.sftpServer(ctx); err != nil {
+				return nil, err
+			}
 			srv, err := startSSHD()
 			if err != nil {
 				return nil, err

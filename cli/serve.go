@@ -246,6 +246,11 @@ func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backen
 	if cfg.Docker != nil {
 		dc := *cfg.Docker
 		dc.Identity = cfg.Identity
+		if dc.RunDir == "" {
+			// The agents' sockets live with the broker's other state,
+			// so a restarted broker finds them again.
+			dc.RunDir = filepath.Join(cfg.StateDir, "run")
+		}
 		db, err := docker.New(dc, logger)
 		if err != nil {
 			closeAll()

@@ -66,7 +66,7 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 	}
 	res.Duration = time.Since(begin)
 	if !res.StatusKnown {
-		return res.ExecResult, fmt.Errorf("%w: connection to the agent lost while the command ran", opsapi.ErrUnavailable)
+		return res.ExecResult, fmt.Errorf("%w: connection lost while the command ran (the in-box agent's)", opsapi.ErrUnavailable)
 	}
 	return res.ExecResult, nil
 }
@@ -120,7 +120,7 @@ func (p *Process) Wait() (int, error) {
 			}
 			if ev.Exited {
 				if ev.Status == nil {
-					return -1, fmt.Errorf("%w: connection to the agent lost while the command ran", opsapi.ErrUnavailable)
+					return -1, fmt.Errorf("%w: connection lost while the command ran (the in-box agent's)", opsapi.ErrUnavailable)
 				}
 				return ev.Status.Code, nil
 			}

@@ -79,9 +79,12 @@ func numericUser(user string) (uid, gid int, ok bool) {
 	return uid, gid, err1 == nil && err2 == nil
 }
 
-// agentDirOf is workspace id's run directory on the host.
+// agentDirOf is workspace id's run directory on the host, named by a
+// hash of the id: a socket's path must fit in 108 bytes, and ids may be
+// 128 long.
 func (b *Backend) agentDirOf(id string) string {
-	return filepath.Join(b.agent.runDir, id)
+	sum := sha256.Sum256([]byte(id))
+	return filepath.Join(b.agent.runDir, hex.EncodeToString(sum[:8]))
 }
 
 // agentRunDir makes workspace id's run directory, owned by the container's

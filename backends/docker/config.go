@@ -116,7 +116,8 @@ type Config struct {
 	// run directory, bind-mounted into the container: no byte crosses the
 	// engine, and a command costs milliseconds instead of an engine exec.
 	Agent string `json:"agent" yaml:"agent"`
-	// RunDir holds one directory per workspace for its agent's socket,
+	// RunDir holds one directory per workspace for its agent's socket
+	// (named by a hash of the workspace's id),
 	// bind-mounted into its container. It must stay the same across
 	// broker restarts (the mount is fixed when a container is created).
 	// Empty: wsbroker-run-<hash of the identity> in the system's

@@ -11,6 +11,16 @@
 // starts it; List finds them again after a broker restart; Destroy removes
 // the container (and so every process in it) and the volume.
 //
+// With the in-box agent (package agent; Config.Agent, on by default when
+// the broker's binary is injected and User is numeric), a workspace's
+// first call starts the agent in one exec, handing it fresh TLS keys on
+// its stdin; it listens on a Unix socket in the workspace's run directory
+// (RunDir/<id> on the host, bind-mounted at AgentRunDir), and every later
+// command, search and file operation goes over that one connection, never
+// through the engine. Each command runs under a subreaper, so its kill
+// reaches every descendant. Without the agent, or while it cannot be
+// started, the engine paths below serve.
+//
 // File operations go over ONE long-lived exec per workspace whose stdio
 // carries SFTP (package sftpops over a github.com/pkg/sftp client; the
 // same code serves the SSH backend): an SFTP round trip costs about

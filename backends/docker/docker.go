@@ -3,15 +3,12 @@ package docker
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -172,62 +170,7 @@ func (b *Backend) warnRisks() {
 // beside the broker's executable, or on PATH. It must be a statically
 // linked ELF binary (it runs in images with no libc of ours).
 func findSFTPServer(configured string) (string, error) {
-	return findStatic(configured, SFTPServerName)
-}
-
-// findStatic locates a static binary to inject: configured, or name
-// beside the broker's executable, or on PATH.
-func findStatic(configured, name string) (string, error) {
-	candidates := []string{configured}
-	if configured == "" {
-		candidates = nil
-		if exe, err := os.Executable(); err == nil {
-			candidates = append(candidates, filepath.Join(filepath.Dir(exe), name))
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			candidates = append(candidates, p)
-		}
-	}
-	var errs []error
-	for _, c := range candidates {
-		abs, err := filepath.Abs(c)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err == nil {
-			err = checkStatic(abs)
-		}
-		if err == nil {
-			return abs, nil
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		return "", fmt.Errorf("%s not found beside the broker or on PATH", name)
-	}
-	return "", errors.Join(errs...)
-}
-
-// checkStatic verifies p is an executable, statically linked ELF file.
-func checkStatic(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	f, err := elf.Open(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0", p)
-		}
-	}
-	return nil
+	return staticbin.Find(configured, SFTPServerName)
 }
 
 // sftpServers are the candidate server paths inside a container, in the

@@ -46,6 +46,16 @@ type Config struct {
 	// (OpenSSH's MaxSessions, default 10). One is the SFTP channel, two
 	// are kept for kills, the rest run commands and searches; more wait.
 	MaxSessions int `json:"maxSessions" yaml:"maxSessions"`
+	// InboxAgent chooses how commands reach a host: "auto" (default)
+	// through the in-box agent (package agent; the broker's static
+	// wsb-sftp-server binary, uploaded by content hash into
+	// ~/.cache/wsbroker on hosts of the broker's architecture) on one
+	// session kept open, else, or with "off", a session per command under
+	// the remoteexec wrapper. Files stay on the connection's own SFTP.
+	InboxAgent string `json:"inboxAgent" yaml:"inboxAgent"`
+	// InboxAgentBinary is that binary. Empty: wsb-sftp-server beside the
+	// broker's executable, then on PATH.
+	InboxAgentBinary string `json:"inboxAgentBinary" yaml:"inboxAgentBinary"`
 	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
 	// on the host; see package execconf.
 	execconf.Exec `yaml:",inline"`
@@ -78,6 +88,12 @@ const (
 	DefaultWorkspaceDir      = ".wsbroker/workspaces"
 )
 
+// In-box agent modes.
+const (
+	InboxAgentAuto = "auto"
+	InboxAgentOff  = "off"
+)
+
 // NewConfig returns a configuration with every default set, no hosts and
 // no keys.
 func NewConfig() Config {
@@ -86,6 +102,7 @@ func NewConfig() Config {
 		KeepaliveInterval: DefaultKeepaliveInterval,
 		KeepaliveCountMax: DefaultKeepaliveCountMax,
 		MaxSessions:       DefaultMaxSessions,
+		InboxAgent:        InboxAgentAuto,
 		Exec:              execconf.New(),
 	}
 }
@@ -104,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = d.MaxSessions
+	}
+	if c.InboxAgent == "" {
+		c.InboxAgent = InboxAgentAuto
 	}
 	c.Exec = c.Exec.WithDefaults()
 	return c
@@ -149,6 +169,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSessions < 4 {
 		errs = append(errs, fmt.Errorf("maxSessions must be at least 4 (sftp, two for kills, one for commands), got %d", c.MaxSessions))
+	}
+	if c.InboxAgent != InboxAgentAuto && c.InboxAgent != InboxAgentOff {
+		errs = append(errs, fmt.Errorf("inboxAgent %q must be %q or %q", c.InboxAgent, InboxAgentAuto, InboxAgentOff))
+	}
+	if c.InboxAgentBinary != "" && !path.IsAbs(c.InboxAgentBinary) {
+		errs = append(errs, fmt.Errorf("inboxAgentBinary %q is not an absolute path", c.InboxAgentBinary))
 	}
 	errs = append(errs, c.Exec.ProgramProblems()...)
 	return errors.Join(errs...)

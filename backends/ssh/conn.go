@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -55,7 +56,8 @@ type conn struct {
 	home   string
 	id     sftpops.Identity
 	dead   atomic.Bool
-	killer *killHelper // nil when it could not start
+	killer *killHelper         // nil when it could not start
+	agent  *agentclient.Client // the in-box agent; nil when it could not start
 
 	// spare is a session channel opened ahead, on one of the command
 	// slots, for the next command: it then waits for its exec alone, not
@@ -205,6 +207,9 @@ func (h *host) connect() (*conn, error) {
 	}
 	c.id = id
 	c.killer = h.startKillHelper(client)
+	if c.agent, err = h.startAgent(client, sc2, home); err != nil {
+		h.log.Warn("no in-box agent on this host; commands run in a session each", "err", err)
+	}
 	h.log.Info("connected", "home", home, "uid", id.UID, "took", time.Since(begin))
 	return c, nil
 }
@@ -729,6 +734,9 @@ func (h *host) close() {
 	h.cur = nil
 	h.mu.Unlock()
 	if c != nil {
+		if c.agent != nil {
+			c.agent.Close()
+		}
 		c.sftp.Close()
 		c.client.Close()
 	}

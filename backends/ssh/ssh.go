@@ -29,6 +29,7 @@ type Backend struct {
 	logger   *slog.Logger
 	hostKeys ssh.HostKeyCallback
 	signers  []ssh.Signer
+	agent    *agentBinary // the in-box agent to upload, nil for none
 
 	mu     sync.Mutex
 	hosts  map[string]*host // by user@address
@@ -68,6 +69,9 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 			return nil, opsapi.E(op, f, opsapi.ErrInvalid, fmt.Errorf("identity file: %w", err))
 		}
 		b.signers = append(b.signers, s)
+	}
+	if err := b.findAgent(); err != nil {
+		return nil, opsapi.E(op, cfg.InboxAgentBinary, opsapi.ErrInvalid, err)
 	}
 	return b, nil
 }

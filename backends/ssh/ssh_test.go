@@ -1,6 +1,10 @@
 package ssh_test
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/backendtest"
@@ -15,4 +19,30 @@ func TestConformance(t *testing.T) {
 		spec := opsapi.WorkspaceSpec{ID: "c", Options: rootOpts(srv, srv.WorkDir(t)+"/ws")}
 		return backendtest.Create(t, b, spec)
 	}})
+}
+
+// TestCommandsRunThroughTheAgent: the agent is uploaded by content hash
+// and a command's parent is its reaper; a second backend reuses the
+// upload.
+func TestCommandsRunThroughTheAgent(t *testing.T) {
+	srv := sshtest.Start(t)
+	for i := 0; i < 2; i++ {
+		b := newBackend(t, srv)
+		ws, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: fmt.Sprint("agent", i), Options: rootOpts(srv, filepath.Join(srv.WorkDir(t), fmt.Sprint("ws", i)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		res, err := ws.(opsapi.BashOperations).Exec(context.Background(), opsapi.ExecRequest{Command: `tr '\0' ' ' < /proc/$PPID/cmdline; echo; ls ~/.cache/wsbroker | wc -l`, Output: &out})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if !strings.Contains(lines[0], " reap ") {
+			t.Fatalf("the command's parent is %q, want the agent's reaper", out.String())
+		}
+		if lines[len(lines)-1] != "1" {
+			t.Errorf("want one uploaded agent, got %q", out.String())
+		}
+	}
 }

@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"fmt"
+	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"io"
 
 	"golang.org/x/crypto/ssh"
@@ -92,6 +93,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if err := remoteexec.CheckRequest(req, workspaceKey); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
 	}
+	if a := w.host.agentFor(ctx); a != nil {
+		return w.agentExec(ctx, a, req)
+	}
 	return w.host.runner.Exec(ctx, req, opsapi.Resolve(w.root, req.Cwd), w.marker)
 }
 
@@ -106,6 +110,13 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	defer func() { release() }()
 	remote := rgjson.Remote{Op: op, RgPath: w.host.b.cfg.RgPath, Where: "on host " + w.host.addr,
 		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
+			if a := w.host.agentFor(ctx); a != nil {
+				p, err := a.Start(ctx, argv, w.root, []string{w.marker}, stderr)
+				if err != nil {
+					return nil, opsapi.E(op, req.Path, nil, err)
+				}
+				return agentSearch{p}, nil
+			}
 			s, rel, err := w.host.session(ctx, w.host.execSlots)
 			if err != nil {
 				return nil, opsapi.E(op, req.Path, nil, err)
@@ -125,6 +136,12 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		}}
 	return remote.Search(ctx, w.fs, req)
 }
+
+// agentSearch is ripgrep run by the agent: closing its stream before rg
+// exited kills it, so abandoning needs nothing more.
+type agentSearch struct{ *agentclient.Process }
+
+func (agentSearch) Abandon() {}
 
 // searchSession is ripgrep in a session.
 type searchSession struct {

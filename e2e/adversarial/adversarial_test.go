@@ -163,6 +163,7 @@ func TestSSH(t *testing.T) {
 	cfg.KnownHostsFiles = []string{srv.KnownHosts}
 	cfg.IdentityFiles = []string{srv.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"test": {Address: srv.Addr, User: srv.User}}
+	cfg.InboxAgentBinary = testutil.AgentBinary(t)
 	cfg.KillGrace = grace
 	b, err := ssh.New(cfg, testutil.Logger(t))
 	if err != nil {
@@ -181,8 +182,8 @@ func TestSSH(t *testing.T) {
 			destroyAtCleanup(t, ws)
 			return ws
 		},
+		// Commands run under the in-box agent's subreapers, so the
+		// env-clearing setsid escape is killed too.
 		Grace: grace,
-		EnvEscapeGap: "the kill finds a command's processes by process group and marker variable; " +
-			"one that clears both survives on the SSH host",
 	})
 }
