@@ -41,10 +41,11 @@ const (
 // When req.Timeout expires or ctx ends, the group and every process with
 // the call's marker get SIGTERM, KillGrace, SIGKILL; the result has
 // TimedOut or Canceled, Killed and 128+N for a signal death. After the
-// shell exits, output is drained until it has been quiet for DrainIdle,
-// for at most MaxDrain and never past the deadline, so a background child
-// holding the pipe neither hangs the call nor loses late output; such
-// children keep running (as in pi) until Destroy. Output is written from
+// shell exits, output is drained until it has been quiet for DrainIdle
+// (the pipe empty), for at most MaxDrain and never past the deadline, so
+// a background child holding the pipe neither hangs the call nor loses
+// late output; such children keep running (as in pi) until Destroy. Time
+// spent waiting for a slow caller counts towards neither. Output is written from
 // one goroutine, serially, and never after Exec returns.
 //
 // When the backend sandboxes (a root broker on Linux, sandbox.mode auto
@@ -302,6 +303,7 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 		Timeout:   c.req.Timeout,
 		DrainIdle: c.w.cfg.DrainIdle,
 		MaxDrain:  c.w.cfg.MaxDrain,
+		Pending:   pipePending(r),
 		Kill:      c.kill,
 		Close:     func() { r.Close() }, // unblocks a pending Read
 	})
