@@ -79,8 +79,10 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	defer done()
+	exit := prepareExitWait(cmd)
 	r, begin, err := w.start(op, req.Cwd, cmd)
 	if err != nil {
+		exit.close()
 		if cg != nil {
 			_ = cg.Delete()
 		}
@@ -88,7 +90,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 	dir.Close()
 
-	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg}
+	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg, exit: exit}
 	res := c.run(ctx, r)
 	if cg != nil {
 		res.OOMKilled = cg.OOMKills() > 0
@@ -288,6 +290,7 @@ type call struct {
 	marker string
 	begin  time.Time
 	cg     *cgroups.Group // nil without cgroups
+	exit   *exitWaiter
 }
 
 // run pumps output until the command has exited and its output has gone
@@ -295,6 +298,7 @@ type call struct {
 func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 	events := make(chan execpump.Event, 1)
 	go func() {
+		c.exit.wait() // on the poller: no thread held while the command runs
 		err := c.cmd.Wait()
 		events <- execpump.Event{Exited: true, Status: c.exitStatus(err)}
 	}()
