@@ -29,6 +29,9 @@ const (
 	// hostileHealthz is the probe: its latency is what a load balancer
 	// sees, its PEAK RSS the broker's over the whole load.
 	hostileHealthz = "hostile.healthz"
+	// hostileBare is the same probe of a bare net/http server in the
+	// probe's own process: what the machine alone adds at those moments.
+	hostileBare = "hostile.healthz-bare"
 	// hostileUploads are the slow PUT /files uploads, each one call; an
 	// error is one that failed or was not read back byte-identical.
 	hostileUploads = "hostile.slow-upload"
@@ -40,7 +43,7 @@ const (
 	hostileUnauth = "hostile.unauth"
 )
 
-var hostileRows = []string{hostileHealthz, hostileUploads, hostileExecs, hostileUnauth}
+var hostileRows = []string{hostileHealthz, hostileBare, hostileUploads, hostileExecs, hostileUnauth}
 
 const (
 	hostileUploadBytes = 128 << 10 // per upload, sent over HostileTime
@@ -73,8 +76,8 @@ type hostileRun struct {
 	broker *brokerProcess
 	ws     *client.Workspace
 
-	healthz, uploads, execs, unauth Recorder
-	status401, status429            atomic.Int64
+	healthz, bare, uploads, execs, unauth Recorder
+	status401, status429                  atomic.Int64
 }
 
 // runHostile runs the four loads at once on a workspace of its own and
@@ -125,8 +128,9 @@ func (h *hostileRun) run(ctx context.Context, pid int) ([]Result, error) {
 		return nil, err
 	}
 	proc := StartSampler(pid, h.cfg.SampleEvery)
+	probeProc := StartSampler(probe.cmd.Process.Pid, h.cfg.SampleEvery)
 	start := time.Now()
-	for _, r := range []*Recorder{&h.healthz, &h.uploads, &h.execs, &h.unauth} {
+	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.uploads, &h.execs, &h.unauth} {
 		r.Start(start)
 	}
 	var load sync.WaitGroup
@@ -140,21 +144,23 @@ func (h *hostileRun) run(ctx context.Context, pid int) ([]Result, error) {
 	}
 	load.Go(func() { h.burst(ctx) })
 	load.Wait()
-	perr := probe.stop(&h.healthz)
+	probeUsage := probeProc.Stop()
+	perr := probe.stop(&h.healthz, &h.bare)
 	usage := proc.Stop()
 	stop := time.Now()
-	for _, r := range []*Recorder{&h.healthz, &h.execs, &h.unauth} {
+	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.execs, &h.unauth} {
 		r.Stop(stop)
 	}
 	// Uploads count as lost unless read back whole; the reads are not
 	// part of the load.
 	h.verifyUploads(ctx, uploads)
 	h.uploads.Stop(stop)
-	return h.results(usage), errors.Join(perr, ctx.Err())
+	return h.results(usage, probeUsage), errors.Join(perr, ctx.Err())
 }
 
-// results are the four rows, the broker's usage on each.
-func (h *hostileRun) results(usage Usage) []Result {
+// results are the rows: the broker's usage on each, but the probe
+// process's on the bare server's.
+func (h *hostileRun) results(usage, probeUsage Usage) []Result {
 	cfg := h.cfg
 	perSec := func(n int) string { return roughBytes(float64(n)/cfg.HostileTime.Seconds()) + "/s" }
 	execOut := int(base64Len(hostileExecInput))
@@ -162,6 +168,8 @@ func (h *hostileRun) results(usage Usage) []Result {
 		{Name: hostileHealthz, Stats: h.healthz.Stats(), Usage: usage,
 			Note: fmt.Sprintf("GET /healthz every %s during %d slow uploads, %d streaming execs, %d unauthenticated requests",
 				healthzEvery, cfg.HostileClients, cfg.HostileClients, cfg.HostileUnauth)},
+		{Name: hostileBare, Stats: h.bare.Stats(), Usage: probeUsage,
+			Note: "the same probe of a bare net/http server in the probe's process (its RSS): the machine's share"},
 		{Name: hostileUploads, Stats: h.uploads.Stats(), Usage: usage,
 			Note: fmt.Sprintf("PUT /files of %s at %s, %s apart; read back byte-identical", formatBytes(hostileUploadBytes),
 				perSec(hostileUploadBytes), formatBytes(hostileChunk))},

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -30,17 +32,30 @@ func init() {
 }
 
 // runProbe asks base+"/healthz" every healthzEvery until in ends (the
-// harness closes it), then writes one line per probe: its latency in
-// nanoseconds, counted from when it was due (a stalled broker is charged
-// for the probes queued behind the stall), and its error if any. The
-// first line, "ready", is written once a first probe has answered.
+// harness closes it), and as often a bare net/http server it serves
+// itself: a server that does nothing, on the same machine at the same
+// moments, says how much of the broker's latency is the machine's (these
+// machines are shared). Then it writes one line per probe: "broker" or
+// "bare", the latency in nanoseconds counted from when the probe was due
+// (a stalled server is charged for the probes queued behind the stall),
+// and the error if any. The first line, "ready", is written once a first
+// probe of each has answered.
 func runProbe(base string, in io.Reader, out io.Writer) int {
-	hc := newLoopbackClient(probePeer, 1)
-	hc.Timeout = 10 * time.Second
-	ctx := context.Background()
-	if err := getHealthz(ctx, hc, base); err != nil {
+	bare, err := serveBare()
+	if err != nil {
 		fmt.Fprintln(out, "error", err)
 		return 1
+	}
+	targets := map[string]string{"broker": base, "bare": bare}
+	ctx := context.Background()
+	clients := map[string]*http.Client{}
+	for name, url := range targets {
+		clients[name] = newLoopbackClient(probePeer, 1)
+		clients[name].Timeout = 10 * time.Second
+		if err := getHealthz(ctx, clients[name], url); err != nil {
+			fmt.Fprintln(out, "error", err)
+			return 1
+		}
 	}
 	fmt.Fprintln(out, "ready")
 	done := make(chan struct{})
@@ -48,33 +63,64 @@ func runProbe(base string, in io.Reader, out io.Writer) int {
 		_, _ = io.Copy(io.Discard, in)
 		close(done)
 	}()
-	type sample struct {
-		lat time.Duration
-		err error
-	}
-	var samples []sample
+	var mu sync.Mutex
+	w := bufio.NewWriter(out)
+	var wg sync.WaitGroup
 	start := time.Now()
+	for name, url := range targets {
+		wg.Go(func() {
+			for _, s := range probeEvery(ctx, clients[name], url, start, done) {
+				mu.Lock()
+				fmt.Fprintf(w, "%s %d%s\n", name, s.lat, s.msg)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if w.Flush() != nil {
+		return 1
+	}
+	return 0
+}
+
+type probeSample struct {
+	lat time.Duration
+	msg string // " error", or empty
+}
+
+// probeEvery asks url+"/healthz" every healthzEvery from start until done.
+func probeEvery(ctx context.Context, hc *http.Client, url string, start time.Time, done <-chan struct{}) []probeSample {
+	var samples []probeSample
 	for k := 0; ; k++ {
 		due := start.Add(time.Duration(k) * healthzEvery)
 		select {
 		case <-done:
-			w := bufio.NewWriter(out)
-			for _, s := range samples {
-				msg := ""
-				if s.err != nil {
-					msg = " " + oneLine(s.err.Error())
-				}
-				fmt.Fprintf(w, "%d%s\n", s.lat, msg)
-			}
-			if w.Flush() != nil {
-				return 1
-			}
-			return 0
+			return samples
 		case <-time.After(time.Until(due)):
 		}
-		err := getHealthz(ctx, hc, base)
-		samples = append(samples, sample{time.Since(due), err})
+		s := probeSample{}
+		if err := getHealthz(ctx, hc, url); err != nil {
+			s.msg = " " + oneLine(err.Error())
+		}
+		s.lat = time.Since(due)
+		samples = append(samples, s)
 	}
+}
+
+// serveBare serves /healthz as the broker does and nothing else, and
+// returns its base URL.
+func serveBare() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok\n")
+		}))
+	}()
+	return "http://" + ln.Addr().String(), nil
 }
 
 func getHealthz(ctx context.Context, hc *http.Client, base string) error {
@@ -131,18 +177,24 @@ func startProbe(ctx context.Context, base string) (*probeProcess, error) {
 	return p, nil
 }
 
-// stop ends the probe and records its samples in rec.
-func (p *probeProcess) stop(rec *Recorder) error {
+// stop ends the probe and records its samples of the broker in broker,
+// those of the bare server in bare.
+func (p *probeProcess) stop(broker, bare *Recorder) error {
 	_ = p.stdin.Close()
 	for p.lines.Scan() {
-		lat, msg, _ := strings.Cut(p.lines.Text(), " ")
-		n, err := strconv.ParseInt(lat, 10, 64)
-		if err != nil {
+		f := strings.SplitN(p.lines.Text(), " ", 3)
+		var n int64
+		err := errors.New("too short")
+		if len(f) >= 2 {
+			n, err = strconv.ParseInt(f[1], 10, 64)
+		}
+		rec := map[string]*Recorder{"broker": broker, "bare": bare}[f[0]]
+		if err != nil || rec == nil {
 			return errors.Join(fmt.Errorf("the probe wrote %q", p.lines.Text()), p.cmd.Wait())
 		}
 		var perr error
-		if msg != "" {
-			perr = errors.New(msg)
+		if len(f) == 3 {
+			perr = errors.New(f[2])
 		}
 		rec.Record(time.Duration(n), perr)
 	}
