@@ -41,9 +41,12 @@ const (
 	// hostileUnauth is the burst; an error is an answer other than 401
 	// (audited) or 429 (rate-limited before anything is written).
 	hostileUnauth = "hostile.unauth"
+	// hostileDownloads are large GET /files read slowly; an error is one
+	// that did not bring every byte.
+	hostileDownloads = "hostile.slow-download"
 )
 
-var hostileRows = []string{hostileHealthz, hostileBare, hostileUploads, hostileExecs, hostileUnauth}
+var hostileRows = []string{hostileHealthz, hostileBare, hostileUploads, hostileExecs, hostileDownloads, hostileUnauth}
 
 const (
 	hostileUploadBytes = 128 << 10 // per upload, sent over HostileTime
@@ -53,6 +56,10 @@ const (
 	hostileUnauthPeers = 8         // source addresses they come from
 	healthzEvery       = 10 * time.Millisecond
 	hostileChunk       = 1 << 10 // bytes a slow upload sends at a time
+	// One large download read slowly per this many uploads, of a file
+	// of hostileDownloadBytes.
+	hostileDownloadEvery = 10
+	hostileDownloadBytes = 16 << 20
 )
 
 // The loopback addresses each kind of client comes from, so each is its
@@ -76,8 +83,8 @@ type hostileRun struct {
 	broker *brokerProcess
 	ws     *client.Workspace
 
-	healthz, bare, uploads, execs, unauth Recorder
-	status401, status429                  atomic.Int64
+	healthz, bare, uploads, execs, downloads, unauth Recorder
+	status401, status429                             atomic.Int64
 }
 
 // runHostile runs the four loads at once on a workspace of its own and
@@ -120,8 +127,13 @@ func (h *hostileRun) run(ctx context.Context, pid int) ([]Result, error) {
 	}
 	uploads := make([]uploadCall, h.cfg.HostileClients)
 	for i := range uploads {
-		uploads[i] = uploadCall{path: fmt.Sprintf("hostile/up-%04d.bin", i), data: uploadContent(i)}
+		uploads[i] = uploadCall{path: fmt.Sprintf("hostile/up-%04d.bin", i), data: uploadContent(i, hostileUploadBytes)}
 	}
+	big := uploadContent(-1, hostileDownloadBytes)
+	if err := h.ws.WriteFile(ctx, bigFile, bytes.NewReader(big)); err != nil {
+		return nil, fmt.Errorf("writing the file to download: %w", err)
+	}
+	bigSum := sha256.Sum256(big)
 
 	probe, err := startProbe(ctx, h.broker.URL)
 	if err != nil {
@@ -130,7 +142,7 @@ func (h *hostileRun) run(ctx context.Context, pid int) ([]Result, error) {
 	proc := StartSampler(pid, h.cfg.SampleEvery)
 	probeProc := StartSampler(probe.cmd.Process.Pid, h.cfg.SampleEvery)
 	start := time.Now()
-	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.uploads, &h.execs, &h.unauth} {
+	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.uploads, &h.execs, &h.downloads, &h.unauth} {
 		r.Start(start)
 	}
 	var load sync.WaitGroup
@@ -142,13 +154,16 @@ func (h *hostileRun) run(ctx context.Context, pid int) ([]Result, error) {
 	for i := range h.cfg.HostileClients {
 		load.Go(func() { h.exec(ctx, execWS, i, body) })
 	}
+	for range max(1, h.cfg.HostileClients/hostileDownloadEvery) {
+		load.Go(func() { h.download(ctx, bigSum) })
+	}
 	load.Go(func() { h.burst(ctx) })
 	load.Wait()
 	probeUsage := probeProc.Stop()
 	perr := probe.stop(&h.healthz, &h.bare)
 	usage := proc.Stop()
 	stop := time.Now()
-	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.execs, &h.unauth} {
+	for _, r := range []*Recorder{&h.healthz, &h.bare, &h.execs, &h.downloads, &h.unauth} {
 		r.Stop(stop)
 	}
 	// Uploads count as lost unless read back whole; the reads are not
@@ -175,6 +190,9 @@ func (h *hostileRun) results(usage, probeUsage Usage) []Result {
 				perSec(hostileUploadBytes), formatBytes(hostileChunk))},
 		{Name: hostileExecs, Stats: h.execs.Stats(), Usage: usage,
 			Note: fmt.Sprintf("%s of base64 each, read at %s; exit 0 and every byte", roughBytes(float64(execOut)), perSec(execOut))},
+		{Name: hostileDownloads, Stats: h.downloads.Stats(), Usage: usage,
+			Note: fmt.Sprintf("GET /files of %s read at %s; every byte", formatBytes(hostileDownloadBytes),
+				perSec(hostileDownloadBytes))},
 		{Name: hostileUnauth, Stats: h.unauth.Stats(), Usage: usage,
 			Note: fmt.Sprintf("%s queries, %d at once from %d peers: %d answered 401 (audited), %d 429",
 				formatBytes(hostileQueryBytes), hostileUnauthConns, hostileUnauthPeers, h.status401.Load(), h.status429.Load())},
@@ -189,10 +207,10 @@ type uploadCall struct {
 	err     error
 }
 
-// uploadContent is upload i's bytes: distinct per upload, so a file that
-// got another's body does not pass.
-func uploadContent(i int) []byte {
-	b := make([]byte, hostileUploadBytes)
+// uploadContent is n bytes for upload i: distinct per upload, so a file
+// that got another's body does not pass.
+func uploadContent(i, n int) []byte {
+	b := make([]byte, n)
 	x := uint32(i)*2654435761 + 1
 	for j := range b {
 		x ^= x << 13
@@ -261,6 +279,28 @@ func (h *hostileRun) exec(ctx context.Context, ws *client.Workspace, i int, body
 		err = fmt.Errorf("exec %d: %d bytes of output that differ from the %d expected", i, out.n, total)
 	}
 	h.execs.Record(lat, err)
+}
+
+// bigFile is the file the slow downloads read.
+const bigFile = "hostile/big.bin"
+
+// download reads bigFile at a pace that spreads it over HostileTime, so
+// the broker must hold the file back rather than buffer it.
+func (h *hostileRun) download(ctx context.Context, want [sha256.Size]byte) {
+	hc := newLoopbackClient(execPeer, 1)
+	ws := client.New(h.broker.URL, h.broker.Token, client.WithHTTPClient(hc)).Workspace(h.ws.ID())
+	out := &slowWriter{h: sha256.New(), rate: float64(hostileDownloadBytes) / h.cfg.HostileTime.Seconds()}
+	t0 := time.Now()
+	rc, err := ws.Open(ctx, bigFile)
+	if err == nil {
+		_, err = io.Copy(out, rc)
+		rc.Close()
+	}
+	if err == nil && (out.n != hostileDownloadBytes || !bytes.Equal(out.h.Sum(nil), want[:])) {
+		err = fmt.Errorf("download: %d bytes that differ from the %d of %s", out.n, hostileDownloadBytes, bigFile)
+	}
+	h.downloads.Record(time.Since(t0), err)
+	hc.CloseIdleConnections()
 }
 
 // burst sends HostileUnauth requests with a wrong token and a huge query,

@@ -141,6 +141,7 @@ func hostileGoals() []Goal {
 		none(hostileHealthz, "failed probes"),
 		none(hostileUploads, "lost uploads"),
 		none(hostileExecs, "lost execs"),
+		none(hostileDownloads, "lost downloads"),
 		none(hostileUnauth, "answers not 401 or 429"),
 	}
 }
