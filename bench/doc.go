@@ -65,7 +65,8 @@
 //     -hostile-clients (200) slow uploads (128 KiB each, sent 1 KiB at a
 //     time over -hostile-time, 15 s), as many streaming execs
 //     (`head -c 512K /dev/zero | base64`, read at a pace that spreads
-//     them over -hostile-time) and a burst of -hostile-unauth (2000)
+//     them over -hostile-time), one 16 MiB download read as slowly per
+//     ten uploads, and a burst of -hostile-unauth (2000)
 //     unauthenticated requests with 60 KiB queries (32 at once from 8
 //     loopback addresses), all at once, while a probe process of its own
 //     asks /healthz every 10 ms (hostile.healthz; latency counted from
@@ -73,10 +74,11 @@
 //     server it runs itself (hostile.healthz-bare: the machine's share on
 //     a shared machine). Nothing lost means: every upload is read back
 //     byte-identical, every exec exits 0 with every byte of its output,
+//     every download brings every byte,
 //     every probe answers 200 "ok", and every unauthenticated request is
 //     answered 401 (audited) or 429 (rate-limited, nothing written).
 //     Targets: broker peak RSS under 256 MiB, /healthz p99 under 50 ms,
-//     nothing lost. Run it alone with `-only hostile` (about 40 s).
+//     nothing lost. Run it alone with `-only hostile` (about 45 s).
 //
 // For every row the report gives p50, p90, p99, throughput, and the peak
 // RSS and CPU of the process doing the work (the broker process for HTTP
