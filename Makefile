@@ -58,5 +58,5 @@ $(GOBIN_DIR)/golangci-lint:
 	GOBIN=$(GOBIN_DIR) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 .PHONY: bench
-bench: ## Run the benchmark harness and print the side-by-side table.
-	$(GO) run ./bench
+bench: ## Run the benchmark harness and print the side-by-side table (BENCH_FLAGS='-only hostile' for one scenario).
+	$(GO) run ./bench $(BENCH_FLAGS)

@@ -31,6 +31,7 @@ func TestSmoke(t *testing.T) {
 	cfg.Clients = 16
 	cfg.StreamBytes = 300 << 10 // past the tool's 50 KiB, so the output is truncated and counted
 	cfg.BrokerLogLevel = "warn"
+	cfg.HostileClients, cfg.HostileUnauth, cfg.HostileTime = 8, 50, time.Second
 	// local/mcp starts one more broker and measures seven more rows; 90 s
 	// leaves a loaded machine room.
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -48,7 +49,8 @@ func TestSmoke(t *testing.T) {
 	local := slices.DeleteFunc(slices.Clone(latencyOps), func(op string) bool { return op == opCreate }) // docker only
 	want := append(append(local, loadRows()...), streamBase64)
 	wantRaw := append(append([]string{}, loadMix...), append(loadRows(), streamBase64)...)
-	targets := map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": want, "local/mcp": mcpRows}
+	wantHTTP := append(slices.Clone(want), hostileRows...) // the hostile load runs on the broker process only
+	targets := map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": wantHTTP, "local/mcp": mcpRows}
 	for target, want := range targets {
 		for _, name := range want {
 			r, ok := findRow(rep, name, target)
@@ -73,7 +75,7 @@ func TestSmoke(t *testing.T) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, s := range []string{"op.read-4k", "http/in-process", "in-process/raw", "mcp/http", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB", "p50 / http p50 <= 1.5 x"} {
+	for _, s := range []string{"op.read-4k", "http/in-process", "in-process/raw", "mcp/http", "Targets", "p50 <= 0.5 ms", "broker peak RSS <= 64 MiB", "p50 / http p50 <= 1.5 x", "hostile.healthz", "lost execs = 0"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}

@@ -61,6 +61,24 @@
 //     call back to back and measures saturation instead.
 //   - stream.base64: `head -c 1G /dev/zero | base64` through the bash
 //     tool (streaming output, bounded broker memory).
+//   - hostile.* (issue 14), on local/http only: one broker process takes
+//     -hostile-clients (200) slow uploads (128 KiB each, sent 1 KiB at a
+//     time over -hostile-time, 15 s), as many streaming execs
+//     (`head -c 512K /dev/zero | base64`, read at a pace that spreads
+//     them over -hostile-time), one 16 MiB download read as slowly per
+//     ten uploads, and a burst of -hostile-unauth (2000)
+//     unauthenticated requests with 60 KiB queries (32 at once from 8
+//     loopback addresses), all at once, while a probe process of its own
+//     asks /healthz every 10 ms (hostile.healthz; latency counted from
+//     when each probe was due) and, on the same schedule, a bare net/http
+//     server it runs itself (hostile.healthz-bare: the machine's share on
+//     a shared machine). Nothing lost means: every upload is read back
+//     byte-identical, every exec exits 0 with every byte of its output,
+//     every download brings every byte,
+//     every probe answers 200 "ok", and every unauthenticated request is
+//     answered 401 (audited) or 429 (rate-limited, nothing written).
+//     Targets: broker peak RSS under 256 MiB, /healthz p99 under 50 ms,
+//     nothing lost. Run it alone with `-only hostile` (about 45 s).
 //
 // For every row the report gives p50, p90, p99, throughput, and the peak
 // RSS and CPU of the process doing the work (the broker process for HTTP
@@ -83,11 +101,12 @@
 // # Flags
 //
 //	-duration 30s   length of load.mixed
-//	-quick          3 s load, 0.2 s per latency row, 64 MiB stream
+//	-quick          3 s load, 0.2 s per latency row, 64 MiB stream, 3 s hostile load
 //	-json file      also write the report as JSON
 //	-only regexp    run only the rows whose name matches
 //	-targets regexp run only on the targets whose name matches
 //	-backends list  local,ssh,docker (default local)
+//	-hostile-clients, -hostile-unauth, -hostile-time  the hostile.* load
 //
 // See -help for the rest (client count, request rate, stream size, a
 // prebuilt broker binary, -strict to exit 3 when a target is missed).

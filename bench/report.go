@@ -58,7 +58,7 @@ func goals() []Goal {
 		}
 		return ""
 	}
-	return []Goal{
+	return append([]Goal{
 		{Row: opRead4K, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 0.5, Value: p50},
 		{Row: opExecTrue, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 5, Value: p50},
 		{Row: toolBashTrue, Backend: "local", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 5, Value: p50},
@@ -130,6 +130,32 @@ func goals() []Goal {
 			RefVia: ViaRaw, Rel: p50Ratio},
 		{Row: opCreate, Backend: "docker", Via: ViaInProcess, Metric: "p50", Unit: "ms", AtMost: true, Limit: 1500, Value: p50,
 			Note: "includes destroying it"},
+	}, hostileGoals()...)
+}
+
+// hostileGoals are issue 14's targets: while the hostile load runs, the
+// broker stays small and answers /healthz quickly, and nothing is lost.
+func hostileGoals() []Goal {
+	cond := func(c Config) string {
+		if c.HostileClients != 200 {
+			return fmt.Sprintf("%d uploads and execs, target says 200", c.HostileClients)
+		}
+		return ""
+	}
+	none := func(row, metric string) Goal {
+		return Goal{Row: row, Backend: "local", Via: ViaHTTP, Metric: metric, AtMost: true, Limit: 0,
+			Value: func(r Row) float64 { return float64(r.Errors) }, Cond: cond}
+	}
+	return []Goal{
+		{Row: hostileHealthz, Backend: "local", Via: ViaHTTP, Metric: "p99", Unit: "ms", AtMost: true, Limit: 50,
+			Value: func(r Row) float64 { return ms(r.P99) }, Cond: cond},
+		{Row: hostileHealthz, Backend: "local", Via: ViaHTTP, Metric: "broker peak RSS", Unit: "MiB", AtMost: true, Limit: 256,
+			Value: func(r Row) float64 { return mib(r.PeakRSS) }, Cond: cond},
+		none(hostileHealthz, "failed probes"),
+		none(hostileUploads, "lost uploads"),
+		none(hostileExecs, "lost execs"),
+		none(hostileDownloads, "lost downloads"),
+		none(hostileUnauth, "answers not 401 or 429"),
 	}
 }
 

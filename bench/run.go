@@ -24,6 +24,9 @@ type Config struct {
 	Rate           float64       // calls/s per load client; 0 = back to back
 	StreamBytes    int64         // input bytes of stream.base64
 	StreamRuns     int           // repetitions of stream.base64
+	HostileClients int           // slow uploads, and streaming execs, of the hostile scenario
+	HostileUnauth  int           // unauthenticated requests of its burst
+	HostileTime    time.Duration // how long each slow upload and exec lasts
 	Only           string        // regexp over row names
 	Targets        string        // regexp over target names
 	Backends       []string      // backends whose targets run: local, ssh, docker
@@ -42,6 +45,9 @@ func defaultConfig() Config {
 		Rate:           1,
 		StreamBytes:    1 << 30,
 		StreamRuns:     1,
+		HostileClients: 200,
+		HostileUnauth:  2000,
+		HostileTime:    15 * time.Second,
 		BrokerLogLevel: "info",
 		Backends:       []string{"local"},
 		SampleEvery:    10 * time.Millisecond,
@@ -61,6 +67,9 @@ func quickConfig(c Config, explicit map[string]bool) Config {
 	if !explicit["stream-bytes"] {
 		c.StreamBytes = 64 << 20
 	}
+	if !explicit["hostile-time"] {
+		c.HostileTime = 3 * time.Second
+	}
 	return c
 }
 
@@ -75,6 +84,8 @@ func (c Config) Validate() error {
 		return errors.New("-rate must not be negative")
 	case c.StreamBytes < 0, c.StreamRuns < 1:
 		return errors.New("-stream-bytes must not be negative and -stream-runs must be at least 1")
+	case c.HostileClients < 1, c.HostileUnauth < 0, c.HostileTime <= 0:
+		return errors.New("-hostile-clients must be at least 1, -hostile-unauth not negative, -hostile-time positive")
 	case c.SampleEvery <= 0:
 		return errors.New("the RSS sampling interval must be positive")
 	}
@@ -185,7 +196,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 			for _, b := range cfg.Backends {
 				var ts []Target
 				for _, t := range targets([]string{b}) {
-					if onlyTargets.MatchString(t.Name) && t.offersAny(rows) {
+					if onlyTargets.MatchString(t.Name) && t.offersAny(rows) && sc.runsOn(t) {
 						ts = append(ts, t)
 					}
 				}
@@ -199,7 +210,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, progress io.Write
 			continue
 		}
 		for _, t := range targets(cfg.Backends) {
-			if !onlyTargets.MatchString(t.Name) || !t.offersAny(rows) {
+			if !onlyTargets.MatchString(t.Name) || !t.offersAny(rows) || !sc.runsOn(t) {
 				continue
 			}
 			if ctx.Err() != nil {

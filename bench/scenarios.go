@@ -32,6 +32,9 @@ type Scenario struct {
 	// all of one backend's targets together; out[i] are sessions[i]'s
 	// results.
 	RunAll func(ctx context.Context, env *Env, sessions []*Session, rows []string) (out [][]Result, err error)
+	// On, when set, picks the targets the scenario runs on; the others
+	// are not even set up for it.
+	On func(t Target) bool
 }
 
 // scenarios lists every scenario of a run, in table order.
@@ -40,6 +43,7 @@ func scenarios() []Scenario {
 		{Rows: func(Config) []string { return latencyOps }, RunAll: runLatency},
 		{Rows: func(Config) []string { return loadRows() }, Run: runLoad},
 		{Rows: func(Config) []string { return []string{streamBase64} }, Run: runStream},
+		{Rows: func(Config) []string { return hostileRows }, Run: runHostile, On: onLocalHTTP},
 	}
 }
 
@@ -353,3 +357,6 @@ func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Resu
 		Note:  fmt.Sprintf("head -c %s /dev/zero | base64", formatBytes(cfg.StreamBytes)),
 	}}, nil
 }
+
+// runsOn reports whether the scenario runs on t.
+func (sc Scenario) runsOn(t Target) bool { return sc.On == nil || sc.On(t) }

@@ -47,6 +47,10 @@ type Session struct {
 	NewClient func(i int) (Client, error)
 	// PID is the process doing the work, whose RSS is reported.
 	PID int
+	// Broker, set by targets that run a `broker serve` of their own,
+	// lets a scenario speak to it beyond the clients' ops (the hostile
+	// scenario's raw requests).
+	Broker *brokerProcess
 	// Close destroys the workspace and stops what Setup started.
 	Close func(ctx context.Context) error
 }
@@ -158,7 +162,8 @@ func localHTTP() Target {
 				return nil, errors.Join(err, proc.Stop())
 			}
 			return &Session{
-				PID: proc.PID,
+				PID:    proc.PID,
+				Broker: proc,
 				NewClient: func(i int) (Client, error) {
 					ws := client.New(proc.URL, proc.Token).WorkspaceFor(info)
 					return workspaceClient(ws, ws.CallTool, env.Config, i), nil

@@ -41,10 +41,11 @@ const (
 // When req.Timeout expires or ctx ends, the group and every process with
 // the call's marker get SIGTERM, KillGrace, SIGKILL; the result has
 // TimedOut or Canceled, Killed and 128+N for a signal death. After the
-// shell exits, output is drained until it has been quiet for DrainIdle,
-// for at most MaxDrain and never past the deadline, so a background child
-// holding the pipe neither hangs the call nor loses late output; such
-// children keep running (as in pi) until Destroy. Output is written from
+// shell exits, output is drained until it has been quiet for DrainIdle
+// (the pipe empty), for at most MaxDrain and never past the deadline, so
+// a background child holding the pipe neither hangs the call nor loses
+// late output; such children keep running (as in pi) until Destroy. Time
+// spent waiting for a slow caller counts towards neither. Output is written from
 // one goroutine, serially, and never after Exec returns.
 //
 // When the backend sandboxes (a root broker on Linux, sandbox.mode auto
@@ -78,8 +79,10 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	defer done()
+	exit := prepareExitWait(cmd)
 	r, begin, err := w.start(op, req.Cwd, cmd)
 	if err != nil {
+		exit.close()
 		if cg != nil {
 			_ = cg.Delete()
 		}
@@ -87,7 +90,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 	dir.Close()
 
-	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg}
+	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg, exit: exit}
 	res := c.run(ctx, r)
 	if cg != nil {
 		res.OOMKilled = cg.OOMKills() > 0
@@ -287,6 +290,7 @@ type call struct {
 	marker string
 	begin  time.Time
 	cg     *cgroups.Group // nil without cgroups
+	exit   *exitWaiter
 }
 
 // run pumps output until the command has exited and its output has gone
@@ -294,6 +298,7 @@ type call struct {
 func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 	events := make(chan execpump.Event, 1)
 	go func() {
+		c.exit.wait() // on the poller: no thread held while the command runs
 		err := c.cmd.Wait()
 		events <- execpump.Event{Exited: true, Status: c.exitStatus(err)}
 	}()
@@ -302,6 +307,7 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 		Timeout:   c.req.Timeout,
 		DrainIdle: c.w.cfg.DrainIdle,
 		MaxDrain:  c.w.cfg.MaxDrain,
+		Pending:   pipePending(r),
 		Kill:      c.kill,
 		Close:     func() { r.Close() }, // unblocks a pending Read
 	})

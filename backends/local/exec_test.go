@@ -330,3 +330,34 @@ func TestDestroySparesOtherWorkspaces(t *testing.T) {
 		t.Fatal("destroying one workspace killed another's process")
 	}
 }
+
+// slowOutput is a caller that takes each chunk slowly, as an HTTP client
+// reading an exec stream at a few KiB a second does.
+type slowOutput struct {
+	delay time.Duration
+	n     int
+}
+
+func (o *slowOutput) Write(p []byte) (int, error) {
+	time.Sleep(o.delay)
+	o.n += len(p)
+	return len(p), nil
+}
+
+// What the command wrote before it exited reaches a caller that takes
+// longer than MaxDrain to accept what was still in the pipe at the exit
+// (it lost its tail before: the cap counted the caller's time).
+func TestExecSlowCallerGetsEveryByte(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t, local.Config{Exec: execconf.Exec{DrainIdle: 50 * time.Millisecond, MaxDrain: 100 * time.Millisecond}})
+	// What the pipe holds at the exit (up to 64 KiB) takes the caller a
+	// few chunks of 150 ms each.
+	out := &slowOutput{delay: 150 * time.Millisecond}
+	res, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "head -c 300000 /dev/zero; echo end", Output: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 300000 + len("end\n"); out.n != want || res.ExitCode != 0 {
+		t.Fatalf("the caller got %d of %d bytes; result %+v", out.n, want, res)
+	}
+}

@@ -16,7 +16,12 @@
 // the output has ended or stayed quiet for DrainIdle (each late chunk
 // re-arms it), for at most MaxDrain. So a background child that keeps the
 // output open but is silent releases the call, while one still printing is
-// still captured.
+// still captured. Quiet means the reader has waited in its Read for
+// DrainIdle and the backend holds nothing unread (Config.Pending, when it
+// can tell): a reader not yet scheduled on a loaded machine is not
+// silence. Both clocks count the command's time only: while Output.Write
+// blocks on a caller that reads slowly they stand still, so such a caller
+// still gets everything the command wrote before it exited.
 //
 // On the deadline (Config.Timeout) or when ctx ends, Run calls Kill once,
 // on a goroutine of its own, and counts what it killed; the result says

@@ -3,6 +3,7 @@ package execpump
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -22,6 +23,10 @@ type Config struct {
 	// DrainIdle and MaxDrain bound the draining after the exit (see the
 	// package documentation). Both must be positive.
 	DrainIdle, MaxDrain time.Duration
+	// Pending, when the backend can tell, says how many bytes of output
+	// wait unread (a pipe's FIONREAD): while any do, the output is not
+	// quiet, whatever the clock says. Optional.
+	Pending func() int
 	// Kill kills the command's whole tree and returns how many processes
 	// it killed. Run calls it at most once, on its own goroutine.
 	Kill func() int
@@ -100,13 +105,20 @@ type pump struct {
 	readDone chan struct{}   // closed when the reader stops
 	readC    <-chan struct{} // readDone until seen, then nil
 	quit     chan struct{}
+	// inRead is when the reader's pending Read began (UnixNano), 0 while
+	// it is not in one: handing a chunk over, or not scheduled yet.
+	inRead atomic.Int64
 
 	deadline, giveUpC <-chan time.Time
 	done              <-chan struct{}
 	idle              *time.Timer
 	idleC, capC       <-chan time.Time
-	timers            []*time.Timer // to stop when Run returns
-	killDone          chan int
+	// drainCap is MaxDrain's timer and capEnd when it fires; time spent
+	// in Output.Write moves capEnd on.
+	drainCap *time.Timer
+	capEnd   time.Time
+	timers   []*time.Timer // to stop when Run returns
+	killDone chan int
 
 	exited, eof, outputOK bool
 }
@@ -124,7 +136,9 @@ func (p *pump) startReader(out io.Reader) {
 		defer close(p.readDone)
 		buf := make([]byte, readBufSize)
 		for {
+			p.inRead.Store(time.Now().UnixNano())
 			n, err := out.Read(buf)
+			p.inRead.Store(0)
 			if n > 0 && !p.handOver(buf[:n]) {
 				return
 			}
@@ -212,6 +226,10 @@ func (p *pump) step() error {
 		p.res.Abandoned = true
 		p.exited, p.idleC, p.capC, p.giveUpC = true, nil, nil, nil
 	case <-p.idleC:
+		if wait := p.notQuiet(); wait > 0 {
+			p.idle.Reset(wait)
+			break
+		}
 		p.idleC, p.capC = nil, nil
 	case <-p.capC:
 		p.idleC, p.capC = nil, nil
@@ -219,17 +237,44 @@ func (p *pump) step() error {
 	return nil
 }
 
-// write passes one chunk on and lets the reader go on.
+// write passes one chunk on and lets the reader go on. The time the
+// caller takes to accept it is not the command's: it does not count
+// towards DrainIdle or MaxDrain, so a caller that reads slowly still gets
+// every byte the command wrote before it exited.
 func (p *pump) write(b []byte) {
+	start := time.Now()
 	if p.outputOK {
 		if _, err := p.cfg.Output.Write(b); err != nil {
 			p.outputOK = false // keep draining; the reader is gone
 		}
 	}
+	if p.capC != nil {
+		p.capEnd = p.capEnd.Add(time.Since(start))
+		p.drainCap.Reset(time.Until(p.capEnd))
+	}
 	p.ack <- struct{}{}
 	if p.exited && p.idleC != nil {
 		p.idle.Reset(p.cfg.DrainIdle)
 	}
+}
+
+// notQuiet says how much longer to wait when the idle timer fires but the
+// output has not really been quiet for DrainIdle: output the backend
+// still holds, a reader that has a chunk or has not been scheduled since
+// the last one (a loaded machine), or one that began its Read less than
+// DrainIdle ago. Zero means quiet.
+func (p *pump) notQuiet() time.Duration {
+	if p.cfg.Pending != nil && p.cfg.Pending() > 0 {
+		return p.cfg.DrainIdle
+	}
+	since := p.inRead.Load()
+	if since == 0 {
+		return p.cfg.DrainIdle
+	}
+	if waited := time.Since(time.Unix(0, since)); waited < p.cfg.DrainIdle {
+		return p.cfg.DrainIdle - waited
+	}
+	return 0
 }
 
 // event handles a watcher's report.
@@ -248,7 +293,14 @@ func (p *pump) event(ev Event) error {
 		p.exited = true
 		p.idle.Reset(p.cfg.DrainIdle)
 		p.idleC = p.idle.C
-		p.capC = p.newTimer(p.cfg.MaxDrain)
+		p.capEnd = time.Now().Add(p.cfg.MaxDrain)
+		if p.drainCap == nil {
+			p.drainCap = time.NewTimer(p.cfg.MaxDrain)
+			p.timers = append(p.timers, p.drainCap)
+		} else {
+			p.drainCap.Reset(p.cfg.MaxDrain)
+		}
+		p.capC = p.drainCap.C
 	}
 	return nil
 }
