@@ -186,7 +186,7 @@ func TestRefusesUnpinnedPeers(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "f.sock")
 	ready := make(chan struct{})
-	go (&agent.Server{}).ListenAndServe(fake, fakeAgent, func() { close(ready) })
+	go func() { _ = (&agent.Server{}).ListenAndServe(fake, fakeAgent, func() { close(ready) }) }()
 	<-ready
 	if _, err := agentclient.DialUnix(ctx, fake, brokerSide); err == nil {
 		t.Fatal("the broker accepted an agent whose certificate is not pinned")
@@ -196,9 +196,9 @@ func TestRefusesUnpinnedPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.Write([]byte("wsb-agent 1\n"))
+	_, _ = conn.Write([]byte("wsb-agent 1\n"))
 	buf := make([]byte, 64)
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, _ := conn.Read(buf); bytes.Contains(buf[:n], []byte("wsb-agent")) {
 		t.Error("the agent spoke its protocol without TLS")
 	}

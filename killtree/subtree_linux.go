@@ -139,7 +139,7 @@ func KillSubtree(grace time.Duration, reap func()) (int, error) {
 		if round == maxKillRounds {
 			return len(signalled), errors.New("killtree: processes still appear after " + strconv.Itoa(round) + " kill rounds")
 		}
-		if n, err = send(syscall.SIGKILL); err != nil {
+		if _, err = send(syscall.SIGKILL); err != nil {
 			return len(signalled), err
 		}
 		time.Sleep(pollInterval / 2)
