@@ -60,7 +60,8 @@ type SandboxConfig struct {
 	// ssl, wsbroker...).
 	ReadPaths []string `json:"readPaths" yaml:"readPaths"`
 	// Require lists the layers a workspace may not be created without:
-	// user, noNewPrivs, mounts, network, landlock, seccomp.
+	// user, noNewPrivs, privateTmp (also "mounts"), network, landlock,
+	// seccomp, pidNamespace, cgroup.
 	Require []string `json:"require" yaml:"require"`
 }
 
@@ -73,7 +74,7 @@ const (
 )
 
 // sandboxLayers are the names Require accepts.
-var sandboxLayers = []string{"user", "noNewPrivs", "mounts", "network", "landlock", "seccomp"}
+var sandboxLayers = []string{"user", "noNewPrivs", "privateTmp", "network", "landlock", "seccomp", "pidNamespace", "cgroup"}
 
 func (c SandboxConfig) withDefaults() SandboxConfig {
 	if c.Mode == "" {
@@ -115,12 +116,12 @@ func (c SandboxConfig) problems() []error {
 		}
 	}
 	for _, r := range c.Require {
-		if !slices.Contains(sandboxLayers, r) {
+		if !slices.Contains(sandboxLayers, r) && r != "mounts" {
 			errs = append(errs, fmt.Errorf("sandbox.require: unknown layer %q (known: %s)", r, strings.Join(sandboxLayers, ", ")))
 		}
 	}
-	if c.Mode == "off" && len(c.Require) > 0 {
-		errs = append(errs, errors.New("sandbox.require needs sandbox.mode auto or on"))
+	if c.Mode == "off" && slices.ContainsFunc(c.Require, func(r string) bool { return r != "cgroup" }) {
+		errs = append(errs, errors.New("sandbox.require needs sandbox.mode auto or on (only cgroup holds without it)"))
 	}
 	return errs
 }

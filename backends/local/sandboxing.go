@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // sandboxer runs a backend's commands through the sandbox launcher and
@@ -112,18 +113,38 @@ func (sb *sandboxer) spec(root, tmp string, uid int) sandbox.Spec {
 	}
 }
 
-// missing lists the required layers that do not hold.
-func (sb *sandboxer) missing(require []string) []string {
-	var e sandbox.Confinement
-	if sb != nil {
-		e = sb.eff
+// confinement is what holds for the commands of a workspace given uid
+// (-1 unsandboxed) on this host, as the start probe measured it.
+func (b *Backend) confinement(uid int) opsapi.Confinement {
+	c := opsapi.Confinement{Network: sandbox.NetworkHost, Cgroup: b.cg != nil}
+	if b.sb == nil {
+		return c
 	}
-	held := map[string]bool{
-		"user": e.User, "noNewPrivs": e.NoNewPrivs, "mounts": e.Mounts,
-		"network": e.Network == sandbox.NetworkNone, "landlock": e.LandlockABI > 0, "seccomp": e.Seccomp,
+	e := b.sb.eff
+	c.Sandboxed = true
+	c.User, c.NoNewPrivs, c.PrivateTmp = e.User, e.NoNewPrivs, e.Mounts
+	if e.User && uid > 0 {
+		c.UID = uid
 	}
+	c.Network, c.LandlockABI, c.Seccomp, c.PIDNamespace = e.Network, e.LandlockABI, e.Seccomp, e.PIDNamespace
+	return c
+}
+
+// layersHeld names each layer of c as sandbox.require does, with whether
+// it holds.
+func layersHeld(c opsapi.Confinement) map[string]bool {
+	return map[string]bool{
+		"user": c.User, "noNewPrivs": c.NoNewPrivs, "privateTmp": c.PrivateTmp, "mounts": c.PrivateTmp,
+		"network": c.Network == sandbox.NetworkNone, "landlock": c.LandlockABI > 0, "seccomp": c.Seccomp,
+		"pidNamespace": c.PIDNamespace, "cgroup": c.Cgroup,
+	}
+}
+
+// missing lists the layers of names that do not hold on this host.
+func (b *Backend) missing(names []string) []string {
+	held := layersHeld(b.confinement(-1))
 	var out []string
-	for _, r := range require {
+	for _, r := range names {
 		if !held[r] {
 			out = append(out, r)
 		}
