@@ -43,10 +43,8 @@ type Config struct {
 type SandboxConfig struct {
 	// Mode: "auto" sandboxes commands where the broker can (it runs as
 	// root on Linux) and says at start what it cannot; "on" fails to
-	// start where it cannot; "off" (default for now: a sandboxed command
-	// costs about 30 ms more, against a target of 1.5x an unsandboxed
-	// one) runs commands as the broker's user, unconfined, logged at
-	// start.
+	// start where it cannot; "off" (the default for now) runs commands
+	// as the broker's user, unconfined, logged at start.
 	Mode string `json:"mode" yaml:"mode"`
 	// UIDBase and UIDCount are the range of uids (and equal gids) given
 	// to workspaces, one each: [UIDBase, UIDBase+UIDCount).

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -423,6 +424,7 @@ type Workspace struct {
 
 	mu        sync.Mutex
 	destroyed bool
+	sp        *sandbox.Spawner // the confined thread commands start from; nil until the first sandboxed one
 	groups    map[int]struct{} // process groups that may still have members
 	active    map[string]bool  // cgroup names of commands still running
 }
@@ -457,6 +459,10 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 		return nil
 	}
 	w.destroyed = true
+	if w.sp != nil {
+		w.sp.Close()
+		w.sp = nil
+	}
 	groups := make([]int, 0, len(w.groups))
 	for g := range w.groups {
 		groups = append(groups, g)

@@ -1,13 +1,10 @@
 package local
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -17,18 +14,17 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// sandboxer runs a backend's commands through the sandbox launcher and
-// gives each workspace its own uid.
+// sandboxer confines a backend's commands (a sandbox.Spawner per
+// workspace) and gives each workspace its own uid.
 type sandboxer struct {
 	cfg      SandboxConfig
-	exe      string              // the launcher: this very binary
 	stateDir string              // hidden from commands
 	eff      sandbox.Confinement // what the start probe measured
 	mu       sync.Mutex          // serialises uid allocation
 }
 
 // openSandbox decides whether commands are sandboxed, measures what holds
-// on this host with one probe launch, and logs every layer that does not.
+// on this host with one probe spawner, and logs every layer that does not.
 func (b *Backend) openSandbox() error {
 	cfg := b.cfg.Sandbox
 	if cfg.Mode == "off" {
@@ -55,8 +51,8 @@ func (b *Backend) openSandbox() error {
 	return nil
 }
 
-// probeSandbox starts the launcher once in probe mode, in a scratch
-// workspace of the state directory.
+// probeSandbox confines a spawner once, for a scratch workspace of the
+// state directory, to learn what holds on this host.
 func (b *Backend) probeSandbox() (*sandboxer, error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("only on Linux")
@@ -64,38 +60,19 @@ func (b *Backend) probeSandbox() (*sandboxer, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the broker is not root: it cannot give commands another user")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	sb := &sandboxer{cfg: b.cfg.Sandbox, exe: exe, stateDir: b.cfg.StateDir}
+	sb := &sandboxer{cfg: b.cfg.Sandbox, stateDir: b.cfg.StateDir}
 	dir, err := os.MkdirTemp(b.cfg.StateDir, "sandbox-probe-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	uid := sb.cfg.UIDBase + sb.cfg.UIDCount - 1
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("/bin/true")
-	cmd.Dir = dir
-	s := sb.spec(dir, dir, uid)
-	s.Dir, s.Probe = dir, true
-	release, err := sandbox.Wrap(cmd, exe, s, nil)
+	sp, err := sandbox.NewSpawner(sb.spec(dir, dir, uid))
 	if err != nil {
-		return nil, err
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	release()
-	if err != nil {
-		return nil, fmt.Errorf("probe: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-	}
-	if err := json.Unmarshal(out.Bytes(), &sb.eff); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
+	sb.eff = sp.Confinement()
+	sp.Close()
 	return sb, nil
 }
 
