@@ -112,7 +112,7 @@ func localInProcess() Target {
 			if err != nil {
 				return nil, err
 			}
-			b, err := local.New(local.Config{StateDir: dir}, env.Logger.With("backend", "local"))
+			b, err := local.New(local.Config{StateDir: dir, Sandbox: local.SandboxConfig{Mode: "off"}}, env.Logger.With("backend", "local"))
 			if err != nil {
 				return nil, errors.Join(err, os.RemoveAll(dir))
 			}
@@ -157,20 +157,28 @@ func inProcessSession(ctx context.Context, env *Env, ws opsapi.Workspace, closeW
 // localHTTP drives a separate `broker serve` process through the Go
 // client, so the broker's RSS is its own.
 func localHTTP() Target {
-	return Target{Name: "local/http", Backend: "local", Via: ViaHTTP, Setup: localHTTPSetup(nil)}
+	return Target{Name: "local/http", Backend: "local", Via: ViaHTTP, Setup: localHTTPSetup(sandboxFlags("off"))}
 }
 
 // localSandboxHTTP is localHTTP with the sandbox on (local.sandbox.mode:
 // on), for the exec rows only: what the sandbox adds to a command.
 func localSandboxHTTP() Target {
 	return Target{Name: "local/http+sandbox", Backend: "local", Via: ViaSandboxHTTP, Rows: []string{opExecTrue, toolBashTrue},
-		Setup: localHTTPSetup(func(env *Env) ([]string, error) {
-			p := filepath.Join(env.TempDir, "sandbox.yaml")
-			if err := os.WriteFile(p, []byte("local:\n  sandbox:\n    mode: \"on\"\n"), 0o600); err != nil {
-				return nil, err
-			}
-			return []string{"--config", p}, nil
-		})}
+		Setup: localHTTPSetup(sandboxFlags("on"))}
+}
+
+// sandboxFlags are `broker serve` flags setting local.sandbox.mode. The
+// local targets but local/http+sandbox run unsandboxed whatever the
+// default, so that the sandbox's cost is measured against a command
+// without it.
+func sandboxFlags(mode string) func(env *Env) ([]string, error) {
+	return func(env *Env) ([]string, error) {
+		p := filepath.Join(env.TempDir, "sandbox-"+mode+".yaml")
+		if err := os.WriteFile(p, []byte("local:\n  sandbox:\n    mode: \""+mode+"\"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"--config", p}, nil
+	}
 }
 
 // localHTTPSetup starts a broker (with the flags flags returns, when set)

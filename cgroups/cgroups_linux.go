@@ -491,10 +491,9 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 // inherited descriptors with builtins before anything else runs, then
 // closes them. The kernel checks a cgroup.procs write against the
 // credentials of whoever opened the file (Linux 5.16), and Landlock does
-// not check writes to an open file. Only `bash -c` commands whose
-// environment lets BASH_ENV run first (see prepareBashEntry) can enter
-// this way; others are an error. Call release once cmd.Start has
-// returned.
+// not check writes to an open file. Where bash's BASH_ENV entry does not
+// apply (see prepareBashEntry), /bin/sh does the writes and execs the
+// command. Call release once cmd.Start has returned.
 func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
 	var paths []string
 	if g.c.mode == V2 {
@@ -524,31 +523,43 @@ func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
 		writes = append(writes, fmt.Sprintf(">&%d", 3+len(cmd.ExtraFiles)+len(files)))
 		files = append(files, f)
 	}
-	orig := cmd.ExtraFiles
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
 	kept, deferred := splitLoaderEnv(env)
 	closePipe, ok, err := prepareBashEntry(cmd, writes, kept, deferred)
 	if err == nil && ok {
 		// bash opens the script's pipe again by /dev/fd/N, as the
 		// command's user: a pipe is its maker's, mode 0600.
-		err = cmd.ExtraFiles[len(cmd.ExtraFiles)-1].Chmod(0o644)
-		if err != nil {
+		if err = cmd.ExtraFiles[len(cmd.ExtraFiles)-1].Chmod(0o644); err != nil {
 			closePipe()
 		}
 	}
-	if err != nil || !ok {
-		cmd.ExtraFiles = orig
+	if err != nil {
 		closeAll()
-		if err == nil {
-			err = errors.New("cgroups: only a bash -c command with no BASH_*, ENV, SHELLOPTS, POSIXLY_CORRECT or exported function in its environment can enter its group through descriptors")
-		}
 		return nil, err
+	}
+	if !ok {
+		// /bin/sh does the writes, then execs the command.
+		args := []string{"/bin/sh", "-c", fdEnter, "wsbroker-cgroup-enter"}
+		for _, w := range writes {
+			args = append(args, strings.TrimPrefix(w, ">&"))
+		}
+		args = append(append(args, "--"), deferred...)
+		args = append(append(args, "--", cmd.Path), cmd.Args[1:]...)
+		cmd.Path, cmd.Args, cmd.Env = "/bin/sh", args, kept
+		closePipe = func() {}
 	}
 	return func() {
 		closePipe()
 		closeAll()
 	}, nil
 }
+
+// fdEnter is v1Enter over inherited descriptors: every argument up to
+// the first "--" is a descriptor number the shell's pid is written to,
+// and that is closed at once.
+const fdEnter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >&"$p" || exit 126; eval "exec $p>&-"; done
+for e; do shift; [ "$e" = -- ] && break; export "$e"; done
+exec "$@"`
 
 // v1Enter is the shell program of the v1 entry: every argument up to the
 // first "--" is a cgroup.procs file that gets the shell's pid (echo and

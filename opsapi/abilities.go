@@ -23,7 +23,7 @@ type Unwrapper interface {
 // might forward); an ability the wrapper does not implement is looked for
 // in what it wraps, which then serves it unfiltered. That suits the
 // abilities a wrapper passes through anyway (Destroyer, ProcessManager,
-// CreationTimer, DiskMeasurer).
+// CreationTimer, DiskMeasurer, ConfinementReporter).
 func As[T any](ws Workspace) (T, bool) {
 	var zero T
 	for ws != nil {

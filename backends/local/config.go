@@ -41,10 +41,10 @@ type Config struct {
 
 // SandboxConfig says how commands are confined (package sandbox).
 type SandboxConfig struct {
-	// Mode: "auto" sandboxes commands where the broker can (it runs as
+	// Mode: "auto" (default) sandboxes commands where the broker can (it runs as
 	// root on Linux) and says at start what it cannot; "on" fails to
-	// start where it cannot; "off" (the default for now) runs commands
-	// as the broker's user, unconfined, logged at start.
+	// start where it cannot; "off" runs commands as the broker's user,
+	// unconfined, logged at start.
 	Mode string `json:"mode" yaml:"mode"`
 	// UIDBase and UIDCount are the range of uids (and equal gids) given
 	// to workspaces, one each: [UIDBase, UIDBase+UIDCount).
@@ -65,7 +65,7 @@ type SandboxConfig struct {
 
 // Sandbox defaults.
 const (
-	DefaultSandboxMode     = "off"
+	DefaultSandboxMode     = "auto"
 	DefaultSandboxUIDBase  = 1_500_000_000
 	DefaultSandboxUIDCount = 65536
 	DefaultSandboxNetwork  = "none"
