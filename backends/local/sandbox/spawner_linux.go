@@ -109,6 +109,15 @@ func (sp *Spawner) Close() {
 func (sp *Spawner) serve(s Spec, ready chan<- error) {
 	// Never unlocked: the thread exits with this goroutine.
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread cannot exit: it would stay, confined and
+		// wedged, and /proc/self shows its namespaces to the whole
+		// broker. Another goroutine tries again (this one holds the main
+		// thread until it has been made, so that one starts elsewhere).
+		go sp.serve(s, ready)
+		runtime.UnlockOSThread()
+		return
+	}
 	eff, err := confineThread(s)
 	sp.eff = eff
 	ready <- err
