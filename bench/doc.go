@@ -20,6 +20,11 @@
 //     tool.* rows, which take turns with local/http's, so the ratio
 //     mcp/http says what MCP costs beside the HTTP tool route (issue 18's
 //     target: tool.read and tool.bash-true within 1.5x).
+//   - local/http+sandbox (as root only): a `broker serve` with
+//     local.sandbox.mode on, for op.exec-true and tool.bash-true, taking
+//     turns with local/http: what the sandbox adds to a command (issue
+//     16's target: within 1.5x). The other local targets run with the
+//     sandbox off, whatever the default, to be that baseline.
 //
 // The ssh and docker backends are opt-in (-backends local,ssh,docker;
 // default local), since they need root and /usr/sbin/sshd, or a Docker

@@ -28,7 +28,11 @@ var mcpRows = []string{toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, to
 func localMCP() Target {
 	return Target{Name: "local/mcp", Backend: "local", Via: ViaMCP, Rows: mcpRows,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
-			proc, err := startBroker(ctx, env)
+			flags, err := sandboxFlags("off")(env)
+			if err != nil {
+				return nil, err
+			}
+			proc, err := startBroker(ctx, env, flags...)
 			if err != nil {
 				return nil, err
 			}

@@ -80,6 +80,13 @@ func goals() []Goal {
 		{Row: toolBashTrue, Backend: "local", Via: ViaMCP, Metric: "p50 / http p50", Unit: "x", AtMost: true, Limit: 1.5,
 			RefVia: ViaHTTP, Rel: p50Ratio},
 
+		// Issue 16 (the local sandbox): a sandboxed command against the
+		// unsandboxed local backend, both through the broker, same run.
+		{Row: opExecTrue, Backend: "local", Via: ViaSandboxHTTP, Metric: "p50 / unsandboxed http p50", Unit: "x", AtMost: true, Limit: 1.5,
+			RefVia: ViaHTTP, Rel: p50Ratio},
+		{Row: toolBashTrue, Backend: "local", Via: ViaSandboxHTTP, Metric: "p50 / unsandboxed http p50", Unit: "x", AtMost: true, Limit: 1.5,
+			RefVia: ViaHTTP, Rel: p50Ratio},
+
 		// Issue 5 (ssh): the read through the broker; exec against the raw
 		// session both in-process and through the broker.
 		{Row: opRead4K, Backend: "ssh", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 2, Value: p50},
@@ -248,8 +255,8 @@ type Ratio struct {
 
 // ratioPairs are the comparisons printed: what HTTP adds to the
 // backend, what the backend adds to the raw calls, and what MCP costs
-// beside the HTTP tool route.
-var ratioPairs = [][2]string{{ViaHTTP, ViaInProcess}, {ViaInProcess, ViaRaw}, {ViaMCP, ViaHTTP}}
+// beside the HTTP tool route, and what the local sandbox adds.
+var ratioPairs = [][2]string{{ViaHTTP, ViaInProcess}, {ViaInProcess, ViaRaw}, {ViaMCP, ViaHTTP}, {ViaSandboxHTTP, ViaHTTP}}
 
 // ratios pairs rows of the same name and backend, numerator first.
 func (rep *Report) ratios() []Ratio {

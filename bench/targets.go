@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/wsbroker/wsbroker/backends/local"
@@ -20,6 +21,9 @@ const (
 	ViaInProcess = "in-process"
 	ViaHTTP      = "http"
 	ViaRaw       = "raw" // a baseline beneath the backend (e.g. a bare docker exec)
+	// ViaSandboxHTTP is the local backend through the broker with its
+	// sandbox on, beside ViaHTTP's unsandboxed one in the same run.
+	ViaSandboxHTTP = "http+sandbox"
 )
 
 // Target is one way to reach a workspace.
@@ -67,9 +71,19 @@ type Client map[string]Op
 // docker are opt-in (-backends): they need root and sshd, or a Docker
 // engine and the workspace image.
 var backendTargets = map[string]func() []Target{
-	"local":  func() []Target { return []Target{localRaw(), localInProcess(), localHTTP(), localMCP()} },
+	"local":  localTargets,
 	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess(), sshHTTP()} },
 	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess(), dockerHTTP()} },
+}
+
+// localTargets are the local backend's targets; the sandboxed one only
+// as root, the only place the sandbox runs.
+func localTargets() []Target {
+	t := []Target{localRaw(), localInProcess(), localHTTP(), localMCP()}
+	if os.Geteuid() == 0 {
+		t = append(t, localSandboxHTTP())
+	}
+	return t
 }
 
 // offersAny reports whether t can measure one of rows.
@@ -102,7 +116,7 @@ func localInProcess() Target {
 			if err != nil {
 				return nil, err
 			}
-			b, err := local.New(local.Config{StateDir: dir}, env.Logger.With("backend", "local"))
+			b, err := local.New(local.Config{StateDir: dir, Sandbox: local.SandboxConfig{Mode: "off"}}, env.Logger.With("backend", "local"))
 			if err != nil {
 				return nil, errors.Join(err, os.RemoveAll(dir))
 			}
@@ -147,30 +161,63 @@ func inProcessSession(ctx context.Context, env *Env, ws opsapi.Workspace, closeW
 // localHTTP drives a separate `broker serve` process through the Go
 // client, so the broker's RSS is its own.
 func localHTTP() Target {
-	return Target{Name: "local/http", Backend: "local", Via: ViaHTTP,
-		Setup: func(ctx context.Context, env *Env) (*Session, error) {
-			proc, err := startBroker(ctx, env)
-			if err != nil {
+	return Target{Name: "local/http", Backend: "local", Via: ViaHTTP, Setup: localHTTPSetup(sandboxFlags("off"))}
+}
+
+// localSandboxHTTP is localHTTP with the sandbox on (local.sandbox.mode:
+// on), for the exec rows only: what the sandbox adds to a command.
+func localSandboxHTTP() Target {
+	return Target{Name: "local/http+sandbox", Backend: "local", Via: ViaSandboxHTTP, Rows: []string{opExecTrue, toolBashTrue},
+		Setup: localHTTPSetup(sandboxFlags("on"))}
+}
+
+// sandboxFlags are `broker serve` flags setting local.sandbox.mode. The
+// local targets but local/http+sandbox run unsandboxed whatever the
+// default, so that the sandbox's cost is measured against a command
+// without it.
+func sandboxFlags(mode string) func(env *Env) ([]string, error) {
+	return func(env *Env) ([]string, error) {
+		p := filepath.Join(env.TempDir, "sandbox-"+mode+".yaml")
+		if err := os.WriteFile(p, []byte("local:\n  sandbox:\n    mode: \""+mode+"\"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"--config", p}, nil
+	}
+}
+
+// localHTTPSetup starts a broker (with the flags flags returns, when set)
+// and a seeded local workspace in it.
+func localHTTPSetup(flags func(env *Env) ([]string, error)) func(ctx context.Context, env *Env) (*Session, error) {
+	return func(ctx context.Context, env *Env) (*Session, error) {
+		var extra []string
+		if flags != nil {
+			var err error
+			if extra, err = flags(env); err != nil {
 				return nil, err
 			}
-			c := client.New(proc.URL, proc.Token)
-			info, err := c.CreateWorkspace(ctx, "local", nil)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
-			}
-			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
-				return nil, errors.Join(err, proc.Stop())
-			}
-			return &Session{
-				PID:    proc.PID,
-				Broker: proc,
-				NewClient: func(i int) (Client, error) {
-					ws := client.New(proc.URL, proc.Token).WorkspaceFor(info)
-					return workspaceClient(ws, ws.CallTool, env.Config, i), nil
-				},
-				Close: func(ctx context.Context) error {
-					return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
-				},
-			}, nil
-		}}
+		}
+		proc, err := startBroker(ctx, env, extra...)
+		if err != nil {
+			return nil, err
+		}
+		c := client.New(proc.URL, proc.Token)
+		info, err := c.CreateWorkspace(ctx, "local", nil)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
+		}
+		if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
+			return nil, errors.Join(err, proc.Stop())
+		}
+		return &Session{
+			PID:    proc.PID,
+			Broker: proc,
+			NewClient: func(i int) (Client, error) {
+				ws := client.New(proc.URL, proc.Token).WorkspaceFor(info)
+				return workspaceClient(ws, ws.CallTool, env.Config, i), nil
+			},
+			Close: func(ctx context.Context) error {
+				return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
+			},
+		}, nil
+	}
 }

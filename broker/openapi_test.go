@@ -54,6 +54,7 @@ var wireSchemas = map[string]wireSchema{
 	"Problem":        {types: []any{wire.Problem{}}},
 	"CreateRequest":  {types: []any{wire.CreateRequest{}}, request: true},
 	"Workspace":      {types: []any{wire.WorkspaceInfo{}}},
+	"Confinement":    {types: []any{wire.Confinement{}}},
 	"WorkspaceList":  {types: []any{wire.WorkspaceList{}}},
 	"ToolDefinition": {types: []any{wire.ToolDefinition{}}},
 	"ToolList":       {types: []any{wire.ToolList{}}},

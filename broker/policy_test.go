@@ -400,6 +400,10 @@ var passedThrough = map[string]func(opsapi.Workspace) bool{
 	"ProcessManager": func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.ProcessManager](ws); return ok },
 	"CreationTimer":  func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.CreationTimer](ws); return ok },
 	"DiskMeasurer":   func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.DiskMeasurer](ws); return ok },
+	"ConfinementReporter": func(ws opsapi.Workspace) bool {
+		_, ok := opsapi.As[opsapi.ConfinementReporter](ws)
+		return ok
+	},
 }
 
 // readOnly is a workspace that can only be read.

@@ -36,7 +36,14 @@ type Server struct {
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
-	return wire.WorkspaceInfo{ID: i.ID, Backend: i.Backend, Root: i.Root, CreatedAt: i.CreatedAt, Gone: i.Gone}
+	out := wire.WorkspaceInfo{ID: i.ID, Backend: i.Backend, Root: i.Root, CreatedAt: i.CreatedAt, Gone: i.Gone}
+	if c := i.Confinement; c != nil {
+		out.Confinement = &wire.Confinement{
+			Sandboxed: c.Sandboxed, User: c.User, UID: c.UID, NoNewPrivs: c.NoNewPrivs, PrivateTmp: c.PrivateTmp,
+			Network: c.Network, LandlockABI: c.LandlockABI, Seccomp: c.Seccomp, PIDNamespace: c.PIDNamespace, Cgroup: c.Cgroup,
+		}
+	}
+	return out
 }
 
 // New builds a Server over backends, keyed by registry name, and adopts the

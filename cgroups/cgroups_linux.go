@@ -463,7 +463,11 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		for _, n := range g.c.v1 {
 			procs = append(procs, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
 		}
-		if release, ok, err := prepareBashEntry(cmd, procs, kept, deferred); ok || err != nil {
+		writes := make([]string, len(procs))
+		for i, p := range procs {
+			writes[i] = ">" + shellQuote(p)
+		}
+		if release, ok, err := prepareBashEntry(cmd, writes, kept, deferred); ok || err != nil {
 			return release, err
 		}
 		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
@@ -478,6 +482,84 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		return func() {}, nil
 	}
 }
+
+// PrepareEntry is Prepare for a command that starts with fewer rights
+// than the caller (a sandbox's uid, under Landlock, and a seccomp filter
+// that refuses clone3 and so CLONE_INTO_CGROUP): the group's cgroup.procs
+// files (v2: one; v1: one per hierarchy) are opened now, by the caller,
+// and the command's bash writes its own pid into them through the
+// inherited descriptors with builtins before anything else runs, then
+// closes them. The kernel checks a cgroup.procs write against the
+// credentials of whoever opened the file (Linux 5.16), and Landlock does
+// not check writes to an open file. Where bash's BASH_ENV entry does not
+// apply (see prepareBashEntry), /bin/sh does the writes and execs the
+// command. Call release once cmd.Start has returned.
+func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
+	var paths []string
+	if g.c.mode == V2 {
+		paths = []string{filepath.Join(g.Path(), "cgroup.procs")}
+	} else {
+		for _, n := range g.c.v1 {
+			paths = append(paths, filepath.Join(g.c.v1Mount, string(n), g.rel, "cgroup.procs"))
+		}
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	writes := make([]string, 0, len(paths))
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cgroups: opening %s: %w", p, err)
+		}
+		writes = append(writes, fmt.Sprintf(">&%d", 3+len(cmd.ExtraFiles)+len(files)))
+		files = append(files, f)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
+	kept, deferred := splitLoaderEnv(env)
+	closePipe, ok, err := prepareBashEntry(cmd, writes, kept, deferred)
+	if err == nil && ok {
+		// bash opens the script's pipe again by /dev/fd/N, as the
+		// command's user: a pipe is its maker's, mode 0600.
+		if err = cmd.ExtraFiles[len(cmd.ExtraFiles)-1].Chmod(0o644); err != nil {
+			closePipe()
+		}
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if !ok {
+		// /bin/sh does the writes, then execs the command.
+		args := []string{"/bin/sh", "-c", fdEnter, "wsbroker-cgroup-enter"}
+		for _, w := range writes {
+			args = append(args, strings.TrimPrefix(w, ">&"))
+		}
+		args = append(append(args, "--"), deferred...)
+		args = append(append(args, "--", cmd.Path), cmd.Args[1:]...)
+		cmd.Path, cmd.Args, cmd.Env = "/bin/sh", args, kept
+		closePipe = func() {}
+	}
+	return func() {
+		closePipe()
+		closeAll()
+	}, nil
+}
+
+// fdEnter is v1Enter over inherited descriptors: every argument up to
+// the first "--" is a descriptor number the shell's pid is written to,
+// and that is closed at once.
+const fdEnter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >&"$p" || exit 126; eval "exec $p>&-"; done
+for e; do shift; [ "$e" = -- ] && break; export "$e"; done
+exec "$@"`
 
 // v1Enter is the shell program of the v1 entry: every argument up to the
 // first "--" is a cgroup.procs file that gets the shell's pid (echo and
@@ -508,7 +590,11 @@ const maxBashEntry = 16 << 10
 // functions (BASH_FUNC_*) and options (SHELLOPTS, BASHOPTS) from its
 // environment before it; any such sign, or a bash variable in env
 // (BASH_*), and the /bin/sh entry is used instead.
-func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release func(), ok bool, err error) {
+//
+// writes are the redirections the shell's pid is echoed to, one per
+// cgroup.procs file: ">'path'" or ">&N" (an inherited descriptor, closed
+// once written).
+func prepareBashEntry(cmd *exec.Cmd, writes, kept, deferred []string) (release func(), ok bool, err error) {
 	if filepath.Base(cmd.Path) != "bash" || len(cmd.Args) < 3 || filepath.Base(cmd.Args[0]) != "bash" || cmd.Args[1] != "-c" {
 		return nil, false, nil
 	}
@@ -525,8 +611,11 @@ func prepareBashEntry(cmd *exec.Cmd, procs, kept, deferred []string) (release fu
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	var b strings.Builder
-	for _, p := range procs {
-		fmt.Fprintf(&b, "echo \"$$\" >%s || exit 126\n", shellQuote(p))
+	for _, w := range writes {
+		fmt.Fprintf(&b, "echo \"$$\" %s || exit 126\n", w)
+		if fd, isFD := strings.CutPrefix(w, ">&"); isFD {
+			fmt.Fprintf(&b, "exec %s>&-\n", fd)
+		}
 	}
 	for _, kv := range deferred {
 		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))

@@ -488,3 +488,34 @@ func TestOpenRejectsBadNames(t *testing.T) {
 		t.Errorf("Merge = %+v", got)
 	}
 }
+
+// TestPrepareEntryAsAnotherUser: a command that drops to an unprivileged
+// uid before exec (as the local sandbox's do) still starts inside its
+// group, through the descriptors PrepareEntry opened, by bash's entry and
+// by /bin/sh's (a BASH_ variable in its environment).
+func TestPrepareEntryAsAnotherUser(t *testing.T) {
+	bash := testutil.RequireCommand(t, "bash")
+	forEachMode(t, func(t *testing.T, c *Base) {
+		g := must(must(c.Group("ws", Limits{})).Child("cmd", Limits{}))
+		for _, env := range [][]string{nil, {"BASH_X=1"}} {
+			cmd := exec.Command(bash, "-c", "read -r _ </proc/self/status; sleep 30")
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+			killtree.Prepare(cmd)
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
+			release, err := g.PrepareEntry(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Start()
+			release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, fmt.Sprintf("the command (env %q) in its group", env), func() bool {
+				return slices.Contains(must(g.Procs()), cmd.Process.Pid)
+			})
+			_, _ = g.Kill()
+			wait(t, cmd)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,7 +97,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
 	got, err := c.GetWorkspace(ctx, info.ID)
-	if err != nil || got != info {
+	if err != nil || !reflect.DeepEqual(got, info) {
 		t.Fatalf("get: %+v, %v; want %+v", got, err, info)
 	}
 	// A handle made from the id alone fetches its root on first use.

@@ -23,7 +23,7 @@ type Unwrapper interface {
 // might forward); an ability the wrapper does not implement is looked for
 // in what it wraps, which then serves it unfiltered. That suits the
 // abilities a wrapper passes through anyway (Destroyer, ProcessManager,
-// CreationTimer, DiskMeasurer).
+// CreationTimer, DiskMeasurer, ConfinementReporter).
 func As[T any](ws Workspace) (T, bool) {
 	var zero T
 	for ws != nil {
@@ -127,4 +127,43 @@ type NetworkChooser interface {
 	// every other field kept. Options that are not a JSON object are
 	// ErrInvalid.
 	WithNetwork(options json.RawMessage, network string) (json.RawMessage, error)
+}
+
+// ConfinementReporter is an optional ability of a Workspace: what confines
+// its commands on this host, layer by layer, so a reviewer sees exactly
+// what holds (GET /v1/workspaces/{id}). A backend without it reports
+// nothing.
+type ConfinementReporter interface {
+	Confinement() Confinement
+}
+
+// Confinement is the effective confinement of a workspace's commands.
+// Each field says whether a layer holds; the zero value is a command run
+// as the broker's user with nothing in its way.
+type Confinement struct {
+	// Sandboxed: commands start through the backend's sandbox at all.
+	Sandboxed bool
+	// User: they run as an unprivileged uid/gid of the workspace's own
+	// (UID), never as root or the broker's user.
+	User bool
+	UID  int
+	// NoNewPrivs: setuid binaries and file capabilities grant nothing.
+	NoNewPrivs bool
+	// PrivateTmp: /tmp and /dev/shm are the workspace's own and the
+	// broker's state directory is hidden (a mount namespace).
+	PrivateTmp bool
+	// Network is "none" (a network namespace of its own, loopback only)
+	// or "host".
+	Network string
+	// LandlockABI is the Landlock ABI bounding what commands may read and
+	// write, 0 for none.
+	LandlockABI int
+	// Seccomp: a filter denies the system calls that open the kernel's
+	// attack surface (mount, unshare, ptrace, bpf, ...).
+	Seccomp bool
+	// PIDNamespace: commands see only their own processes.
+	PIDNamespace bool
+	// Cgroup: the workspace's processes are held, limited and killed as
+	// one cgroup.
+	Cgroup bool
 }

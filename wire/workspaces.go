@@ -25,6 +25,35 @@ type WorkspaceInfo struct {
 	// broker's back (e.g. its container was removed with the engine's own
 	// tools): calls answer not_found, and it can only be deleted.
 	Gone string `json:"gone,omitempty"`
+	// Confinement is what confines the workspace's commands on this host,
+	// layer by layer; absent for a backend that does not report it.
+	Confinement *Confinement `json:"confinement,omitempty"`
+}
+
+// Confinement is a workspace's effective confinement
+// (opsapi.Confinement): each field says whether a layer holds.
+type Confinement struct {
+	// Sandboxed: commands start through the backend's sandbox at all.
+	Sandboxed bool `json:"sandboxed"`
+	// User: commands run as the workspace's own unprivileged uid (UID).
+	User bool `json:"user"`
+	UID  int  `json:"uid,omitempty"`
+	// NoNewPrivs: setuid binaries and file capabilities grant nothing.
+	NoNewPrivs bool `json:"noNewPrivs"`
+	// PrivateTmp: /tmp and /dev/shm are the workspace's own and the
+	// broker's state directory is hidden.
+	PrivateTmp bool `json:"privateTmp"`
+	// Network is "none" (a namespace of its own, loopback only) or "host".
+	Network string `json:"network"`
+	// LandlockABI is the Landlock ABI in force, 0 for none.
+	LandlockABI int `json:"landlockABI"`
+	// Seccomp: the filter denying kernel-surface calls is installed.
+	Seccomp bool `json:"seccomp"`
+	// PIDNamespace: commands see only their own processes.
+	PIDNamespace bool `json:"pidNamespace"`
+	// Cgroup: the workspace's processes are held, limited and killed as
+	// one cgroup.
+	Cgroup bool `json:"cgroup"`
 }
 
 // WorkspaceList is the body of GET /v1/workspaces.

@@ -85,6 +85,9 @@ type Info struct {
 	// Gone says why the workspace's sandbox vanished behind the broker's
 	// back (opsapi.GoneReporter), "" while it is there.
 	Gone string
+	// Confinement is what confines the workspace's commands
+	// (opsapi.ConfinementReporter); nil when the backend does not say.
+	Confinement *opsapi.Confinement
 }
 
 // ID is the workspace's id.
@@ -98,7 +101,12 @@ func (w *Workspace) Tenant() string { return w.tenant }
 
 // Info describes the workspace; CreatedAt is in UTC.
 func (w *Workspace) Info() Info {
-	return Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC(), Gone: w.gone()}
+	i := Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC(), Gone: w.gone()}
+	if c, ok := opsapi.As[opsapi.ConfinementReporter](w.ws); ok {
+		conf := c.Confinement()
+		i.Confinement = &conf
+	}
+	return i
 }
 
 // gone says why the workspace's sandbox vanished, "" while it is there.

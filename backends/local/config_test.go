@@ -62,7 +62,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{StateDir: "/s"}.withDefaults()
 	want := Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
 		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}, Cgroups: "auto",
-		Sandbox: SandboxConfig{Mode: "off", UIDBase: 1_500_000_000, UIDCount: 65536, Network: "none", ReadPaths: sandbox.DefaultReadPaths}}
+		Sandbox: SandboxConfig{Mode: "auto", UIDBase: 1_500_000_000, UIDCount: 65536, Network: "none", ReadPaths: sandbox.DefaultReadPaths}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("withDefaults = %+v", c)
 	}

@@ -49,8 +49,8 @@ const (
 // one goroutine, serially, and never after Exec returns.
 //
 // When the backend sandboxes (a root broker on Linux, sandbox.mode auto
-// or on), the command starts through the launcher of package sandbox: the
-// workspace's own uid, no_new_privs, private /tmp, the state directory
+// or on), the workspace's spawner (package sandbox) starts the command:
+// the workspace's own uid, no_new_privs, private /tmp, the state directory
 // hidden, loopback-only network, Landlock and seccomp. Otherwise it runs
 // with the broker's privileges and reaches anything the broker's user
 // can; only the working directory is confined.
@@ -137,10 +137,10 @@ func (w *Workspace) openCwd(op, cwd string) (*os.File, error) {
 }
 
 // command is `Shell -c Command` in dir, in its own process group, with
-// the minimal base environment, req.Env and the two markers; sandboxed,
-// it starts through the launcher (package sandbox), which keeps only the
-// markers in its own environment. unwrap undoes what only the start
-// needed.
+// the minimal base environment, req.Env and the two markers. Sandboxed,
+// the workspace's spawner starts it (see start), and the directory is
+// given by path: the descriptor belongs to the broker's mount namespace,
+// not the commands'. unwrap undoes what only the start needed.
 func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.File) (cmd *exec.Cmd, unwrap func(), err error) {
 	cmd = exec.Command(w.cfg.Shell, "-c", req.Command)
 	cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
@@ -151,19 +151,14 @@ func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.F
 		"TERM=dumb",
 	}, req.Env...), callMarker, w.marker)
 	killtree.Prepare(cmd)
-	if w.b.sb == nil {
-		return cmd, func() {}, nil
+	if w.b.sb != nil {
+		// The path the kernel has for the directory opened through the
+		// root.
+		if cmd.Dir, err = os.Readlink(cmd.Dir); err != nil {
+			return nil, nil, err
+		}
 	}
-	spec := w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid)
-	// The path the kernel has for the directory opened through the root.
-	if spec.Dir, err = os.Readlink(cmd.Dir); err != nil {
-		return nil, nil, err
-	}
-	unwrap, err = sandbox.Wrap(cmd, w.b.sb.exe, spec, []string{callMarker, w.marker})
-	if err != nil {
-		return nil, nil, err
-	}
-	return cmd, unwrap, nil
+	return cmd, func() {}, nil
 }
 
 // commandGroup gives the command its own cgroup, inside the workspace's,
@@ -183,7 +178,13 @@ func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.
 		w.setActive(name, false)
 		return nil, nil, err
 	}
-	release, err := cg.Prepare(cmd)
+	prepare := cg.Prepare
+	if w.b.sb != nil {
+		// The sandbox's filter refuses clone3, so no CLONE_INTO_CGROUP:
+		// the command enters through descriptors opened here.
+		prepare = cg.PrepareEntry
+	}
+	release, err := prepare(cmd)
 	if err != nil {
 		_ = cg.Delete()
 		w.setActive(name, false)
@@ -212,7 +213,7 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, e
 		pw.Close()
 		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrNotExist, errors.New("workspace destroyed"))
 	}
-	err = cmd.Start()
+	err = w.startLocked(cmd)
 	if err == nil {
 		w.groups[cmd.Process.Pid] = struct{}{}
 	}
@@ -223,6 +224,22 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, e
 		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrUnavailable, err)
 	}
 	return r, begin, nil
+}
+
+// startLocked starts cmd, through the workspace's spawner when
+// sandboxed (made on the first command). w.mu is held.
+func (w *Workspace) startLocked(cmd *exec.Cmd) error {
+	if w.b.sb == nil {
+		return cmd.Start()
+	}
+	if w.sp == nil {
+		sp, err := sandbox.NewSpawner(w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid))
+		if err != nil {
+			return err
+		}
+		w.sp = sp
+	}
+	return w.sp.Start(cmd)
 }
 
 func checkExecRequest(req opsapi.ExecRequest) error {

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -81,7 +82,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err := b.openSandbox(); err != nil {
 		return nil, opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
 	}
-	if m := b.sb.missing(cfg.Sandbox.Require); len(m) > 0 {
+	if m := b.missing(sandboxLayers); len(m) > 0 {
+		b.logger.Warn("confinement: layers that do not hold on this host (GET /v1/workspaces/{id} shows each workspace's)", "unavailable", m)
+	}
+	if m := b.missing(cfg.Sandbox.Require); len(m) > 0 {
 		b.logger.Warn("sandbox: required layers do not hold on this host: workspaces will be refused", "missing", m)
 	}
 	b.reconcile()
@@ -223,7 +227,7 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if !limits.IsZero() && b.cg == nil {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, errors.New("options: limits need cgroups, which this broker cannot use"))
 	}
-	if m := b.sb.missing(b.cfg.Sandbox.Require); len(m) > 0 {
+	if m := b.missing(b.cfg.Sandbox.Require); len(m) > 0 {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrUnavailable, fmt.Errorf("sandbox: required layers do not hold on this host: %v", m))
 	}
 	if err := ctx.Err(); err != nil {
@@ -420,6 +424,7 @@ type Workspace struct {
 
 	mu        sync.Mutex
 	destroyed bool
+	sp        *sandbox.Spawner // the confined thread commands start from; nil until the first sandboxed one
 	groups    map[int]struct{} // process groups that may still have members
 	active    map[string]bool  // cgroup names of commands still running
 }
@@ -429,6 +434,13 @@ func (w *Workspace) ID() string { return w.id }
 
 // Root is the absolute host path of the workspace directory.
 func (w *Workspace) Root() string { return w.root }
+
+// Confinement is what confines the workspace's commands on this host.
+func (w *Workspace) Confinement() opsapi.Confinement {
+	c := w.b.confinement(w.uid)
+	c.Cgroup = w.cg != nil
+	return c
+}
 
 func (w *Workspace) isDestroyed() bool {
 	w.mu.Lock()
@@ -447,6 +459,10 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 		return nil
 	}
 	w.destroyed = true
+	if w.sp != nil {
+		w.sp.Close()
+		w.sp = nil
+	}
 	groups := make([]int, 0, len(w.groups))
 	for g := range w.groups {
 		groups = append(groups, g)
@@ -539,19 +555,20 @@ func (w *Workspace) removeStaleTemps(ctx context.Context, since time.Time) int {
 
 // Every tool the local backend serves, plus realpath and Destroy.
 var (
-	_ opsapi.Backend         = (*Backend)(nil)
-	_ opsapi.Rediscoverer    = (*Backend)(nil)
-	_ opsapi.Workspace       = (*Workspace)(nil)
-	_ opsapi.Operations      = (*Workspace)(nil)
-	_ opsapi.ReadOperations  = (*Workspace)(nil)
-	_ opsapi.WriteOperations = (*Workspace)(nil)
-	_ opsapi.EditOperations  = (*Workspace)(nil)
-	_ opsapi.BashOperations  = (*Workspace)(nil)
-	_ opsapi.GrepOperations  = (*Workspace)(nil)
-	_ opsapi.FindOperations  = (*Workspace)(nil)
-	_ opsapi.LsOperations    = (*Workspace)(nil)
-	_ opsapi.Resolver        = (*Workspace)(nil)
-	_ opsapi.Destroyer       = (*Workspace)(nil)
+	_ opsapi.Backend             = (*Backend)(nil)
+	_ opsapi.Rediscoverer        = (*Backend)(nil)
+	_ opsapi.Workspace           = (*Workspace)(nil)
+	_ opsapi.Operations          = (*Workspace)(nil)
+	_ opsapi.ReadOperations      = (*Workspace)(nil)
+	_ opsapi.WriteOperations     = (*Workspace)(nil)
+	_ opsapi.EditOperations      = (*Workspace)(nil)
+	_ opsapi.BashOperations      = (*Workspace)(nil)
+	_ opsapi.GrepOperations      = (*Workspace)(nil)
+	_ opsapi.FindOperations      = (*Workspace)(nil)
+	_ opsapi.LsOperations        = (*Workspace)(nil)
+	_ opsapi.Resolver            = (*Workspace)(nil)
+	_ opsapi.Destroyer           = (*Workspace)(nil)
+	_ opsapi.ConfinementReporter = (*Workspace)(nil)
 )
 
 var _ opsapi.ProcessManager = (*Workspace)(nil)

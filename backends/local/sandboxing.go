@@ -1,33 +1,30 @@
 package local
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// sandboxer runs a backend's commands through the sandbox launcher and
-// gives each workspace its own uid.
+// sandboxer confines a backend's commands (a sandbox.Spawner per
+// workspace) and gives each workspace its own uid.
 type sandboxer struct {
 	cfg      SandboxConfig
-	exe      string              // the launcher: this very binary
 	stateDir string              // hidden from commands
 	eff      sandbox.Confinement // what the start probe measured
 	mu       sync.Mutex          // serialises uid allocation
 }
 
 // openSandbox decides whether commands are sandboxed, measures what holds
-// on this host with one probe launch, and logs every layer that does not.
+// on this host with one probe spawner, and logs every layer that does not.
 func (b *Backend) openSandbox() error {
 	cfg := b.cfg.Sandbox
 	if cfg.Mode == "off" {
@@ -54,8 +51,8 @@ func (b *Backend) openSandbox() error {
 	return nil
 }
 
-// probeSandbox starts the launcher once in probe mode, in a scratch
-// workspace of the state directory.
+// probeSandbox confines a spawner once, for a scratch workspace of the
+// state directory, to learn what holds on this host.
 func (b *Backend) probeSandbox() (*sandboxer, error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("only on Linux")
@@ -63,38 +60,19 @@ func (b *Backend) probeSandbox() (*sandboxer, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the broker is not root: it cannot give commands another user")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	sb := &sandboxer{cfg: b.cfg.Sandbox, exe: exe, stateDir: b.cfg.StateDir}
+	sb := &sandboxer{cfg: b.cfg.Sandbox, stateDir: b.cfg.StateDir}
 	dir, err := os.MkdirTemp(b.cfg.StateDir, "sandbox-probe-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	uid := sb.cfg.UIDBase + sb.cfg.UIDCount - 1
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("/bin/true")
-	cmd.Dir = dir
-	s := sb.spec(dir, dir, uid)
-	s.Dir, s.Probe = dir, true
-	release, err := sandbox.Wrap(cmd, exe, s, nil)
+	sp, err := sandbox.NewSpawner(sb.spec(dir, dir, uid))
 	if err != nil {
-		return nil, err
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	release()
-	if err != nil {
-		return nil, fmt.Errorf("probe: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-	}
-	if err := json.Unmarshal(out.Bytes(), &sb.eff); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
+	sb.eff = sp.Confinement()
+	sp.Close()
 	return sb, nil
 }
 
@@ -112,18 +90,38 @@ func (sb *sandboxer) spec(root, tmp string, uid int) sandbox.Spec {
 	}
 }
 
-// missing lists the required layers that do not hold.
-func (sb *sandboxer) missing(require []string) []string {
-	var e sandbox.Confinement
-	if sb != nil {
-		e = sb.eff
+// confinement is what holds for the commands of a workspace given uid
+// (-1 unsandboxed) on this host, as the start probe measured it.
+func (b *Backend) confinement(uid int) opsapi.Confinement {
+	c := opsapi.Confinement{Network: sandbox.NetworkHost, Cgroup: b.cg != nil}
+	if b.sb == nil {
+		return c
 	}
-	held := map[string]bool{
-		"user": e.User, "noNewPrivs": e.NoNewPrivs, "mounts": e.Mounts,
-		"network": e.Network == sandbox.NetworkNone, "landlock": e.LandlockABI > 0, "seccomp": e.Seccomp,
+	e := b.sb.eff
+	c.Sandboxed = true
+	c.User, c.NoNewPrivs, c.PrivateTmp = e.User, e.NoNewPrivs, e.Mounts
+	if e.User && uid > 0 {
+		c.UID = uid
 	}
+	c.Network, c.LandlockABI, c.Seccomp, c.PIDNamespace = e.Network, e.LandlockABI, e.Seccomp, e.PIDNamespace
+	return c
+}
+
+// layersHeld names each layer of c as sandbox.require does, with whether
+// it holds.
+func layersHeld(c opsapi.Confinement) map[string]bool {
+	return map[string]bool{
+		"user": c.User, "noNewPrivs": c.NoNewPrivs, "privateTmp": c.PrivateTmp, "mounts": c.PrivateTmp,
+		"network": c.Network == sandbox.NetworkNone, "landlock": c.LandlockABI > 0, "seccomp": c.Seccomp,
+		"pidNamespace": c.PIDNamespace, "cgroup": c.Cgroup,
+	}
+}
+
+// missing lists the layers of names that do not hold on this host.
+func (b *Backend) missing(names []string) []string {
+	held := layersHeld(b.confinement(-1))
 	var out []string
-	for _, r := range require {
+	for _, r := range names {
 		if !held[r] {
 			out = append(out, r)
 		}

@@ -131,6 +131,20 @@ func TestLocalSandbox(t *testing.T) {
 			t.Errorf("uid, groups, no_new_privs, seccomp: %q", out)
 		}
 	})
+	t.Run("in its command's own cgroup from the start", func(t *testing.T) {
+		// Entered through descriptors as the sandbox's uid (no
+		// CLONE_INTO_CGROUP under the filter): every hierarchy in use.
+		const check = "grep -E ':(pids|memory|freezer|cpu)?:' /proc/self/cgroup | grep -v '/cmd-' | grep -Ev '^[0-9]+::?/$' || echo IN"
+		if out := sandboxRun(t, ws, check); out != "IN\n" {
+			t.Errorf("outside its command group in: %q", out)
+		}
+		// A BASH_ variable makes bash's own entry unsafe: /bin/sh enters.
+		var out bytes.Buffer
+		_, err := ws.(opsapi.BashOperations).Exec(t.Context(), opsapi.ExecRequest{Command: check + "; echo $BASH_X", Env: []string{"BASH_X=kept"}, Output: &out, Timeout: 20 * time.Second})
+		if err != nil || out.String() != "IN\nkept\n" {
+			t.Errorf("entered by /bin/sh: %q, %v", out.String(), err)
+		}
+	})
 	t.Run("loopback inside works", func(t *testing.T) {
 		out := sandboxRun(t, ws, `perl -MIO::Socket::INET -e 'IO::Socket::INET->new(Listen=>1,LocalAddr=>"127.0.0.1:0") or die "$!"; print "up\n"'`)
 		if out != "up\n" {

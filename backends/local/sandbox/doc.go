@@ -1,21 +1,21 @@
 // Package sandbox confines a local workspace's commands with the kernel,
-// without a container engine: the broker (root) re-executes itself as a
-// small launcher that, in fresh mount and network namespaces, hides the
-// state directory, gives the workspace its own /tmp and /dev/shm, brings
-// up loopback, drops to the workspace's own unprivileged uid/gid, sets
-// no_new_privs, applies Landlock (best effort) and a seccomp filter, and
-// only then execs the command's shell.
+// without a container engine. A Spawner per workspace holds one OS thread
+// of the broker (root) confined once: fresh mount and network namespaces
+// in which the state directory is hidden, /tmp and /dev/shm are the
+// workspace's own and only loopback is up; no_new_privs; Landlock (best
+// effort); a seccomp filter. Each of those is a property of a thread
+// that its children inherit, so every command the thread forks starts
+// inside them, and drops to the workspace's own unprivileged uid/gid
+// before it execs (SysProcAttr.Credential). A command costs a fork and an
+// exec, as unsandboxed.
 //
-// The launcher is the same binary: Wrap rewrites an exec.Cmd so that it
-// starts os.Executable with argv[0] "wsbroker-sandbox", and Main (called
-// from an init function of package local) takes over such a process
-// before the program's own main runs. The command and the confinement
-// cross in a sealed memfd on descriptor 3, never in the launcher's
-// environment, so nothing the request sets (LD_PRELOAD...) reaches the
-// launcher while it is still root.
+// Nothing the request sets (its environment, LD_PRELOAD...) is read
+// before the uid is dropped: the child runs only the Go runtime's
+// fork-to-exec code until its execve.
 //
-// The launcher keeps the pid it was started with all the way to the
-// shell (every step execs), so the cgroup placement done before it runs
-// (CLONE_INTO_CGROUP on v2, the entry shell on v1) holds the shell and
-// everything it starts: the cgroup kill stays the kill boundary.
+// The cgroup placement cannot use CLONE_INTO_CGROUP (clone3, refused by
+// the filter: its flags are out of a filter's reach): the command's own
+// bash writes its pid into its cgroup through descriptors the broker
+// opened (cgroups.Group.PrepareEntry) before anything else runs, so the
+// cgroup kill stays the kill boundary.
 package sandbox

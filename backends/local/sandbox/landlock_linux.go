@@ -7,6 +7,7 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultReadPaths are what a toolchain needs: the system's programs and
@@ -32,7 +33,7 @@ func LandlockABI() int {
 	return v
 }
 
-// restrictPaths lets the command write only in its workspace, /tmp,
+// restrictPaths lets the calling thread and its children write only in its workspace, /tmp,
 // /dev/shm and the character devices a shell writes to, and read and
 // execute only s.ReadPaths. Best effort: the newest ABI the kernel has
 // is used, none at all when it has no Landlock. It returns that ABI.
@@ -60,7 +61,19 @@ func restrictPaths(s Spec) (int, error) {
 		landlock.RWDirs(s.Workspace, "/tmp", "/dev/shm").IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").IgnoreIfMissing(),
 	}
-	if err := landlock.V7.BestEffort().RestrictPaths(rules...); err != nil {
+	// The calling thread alone (go-landlock's RestrictPaths would
+	// confine every thread of the broker); no_new_privs is already set.
+	// Files only, as RestrictPaths: the network is the namespace's.
+	fsOnly := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS}
+	fd, flags, err := fsOnly.BestEffort().NewRulesetFD(rules...)
+	if err != nil {
+		return 0, fmt.Errorf("landlock: %w", err)
+	}
+	if fd < 0 {
+		return 0, nil
+	}
+	defer unix.Close(fd)
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return 0, fmt.Errorf("landlock: %w", err)
 	}
 	return min(abi, 7), nil

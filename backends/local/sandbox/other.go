@@ -10,13 +10,21 @@ import (
 // DefaultReadPaths: see the Linux build.
 var DefaultReadPaths = []string{"/usr", "/bin", "/lib", "/etc"}
 
-// Main does nothing: there is no launcher off Linux.
-func Main() {}
+// Spawner does not exist off Linux.
+type Spawner struct{}
 
-// Wrap fails: the sandbox is Linux's namespaces, Landlock and seccomp.
-func Wrap(*exec.Cmd, string, Spec, []string) (func(), error) {
-	return nil, errors.New("sandbox: only on Linux")
-}
+// NewSpawner fails: the sandbox is Linux's namespaces, Landlock and
+// seccomp.
+func NewSpawner(Spec) (*Spawner, error) { return nil, errors.New("sandbox: only on Linux") }
+
+// Confinement is nothing.
+func (*Spawner) Confinement() Confinement { return Confinement{} }
+
+// Start fails.
+func (*Spawner) Start(*exec.Cmd) error { return errors.New("sandbox: only on Linux") }
+
+// Close does nothing.
+func (*Spawner) Close() {}
 
 // LandlockABI is 0: Landlock is Linux's.
 func LandlockABI() int { return 0 }

@@ -1,28 +1,13 @@
 package sandbox
 
-// Arg0 is the launcher's argv[0] (for ps; the cgroup v1 entry shell
-// replaces it with the path).
-const Arg0 = "wsbroker-sandbox"
-
-// launcherEnv, alone in the launcher's environment with the kill markers,
-// is how Main recognises it: argv[0] does not survive every entry.
-const launcherEnv = "WSBROKER_SANDBOX_LAUNCHER=1"
-
 // Network modes.
 const (
 	NetworkNone = "none" // a fresh namespace with loopback only
 	NetworkHost = "host" // the host's network
 )
 
-// Spec is one confined start: what to run and how to confine it.
+// Spec is how a workspace's commands are confined.
 type Spec struct {
-	// Path, Args and Env are what the command would have run with
-	// unconfined (Wrap fills them in).
-	Path string   `json:"path"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	// Dir is the working directory's path, inside Workspace.
-	Dir string `json:"dir"`
 	// UID and GID the command runs as; no supplementary groups.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -42,12 +27,10 @@ type Spec struct {
 	ReadPaths []string `json:"readPaths"`
 	// Seccomp installs the filter of seccompPolicy.
 	Seccomp bool `json:"seccomp"`
-	// Probe: report what held as JSON on stdout instead of exec'ing.
-	Probe bool `json:"probe"`
 }
 
-// Confinement is what holds for a sandboxed command, as applied by the
-// launcher (a probe at start measures it on this host).
+// Confinement is what holds for a sandboxed command, as a Spawner
+// applied it (one made at start measures it on this host).
 type Confinement struct {
 	// User: commands run as their workspace's own unprivileged uid/gid.
 	User bool `json:"user"`
@@ -62,6 +45,7 @@ type Confinement struct {
 	LandlockABI int `json:"landlockABI"`
 	// Seccomp: the filter denying kernel-surface calls is installed.
 	Seccomp bool `json:"seccomp"`
-	// PIDNamespace: the command has its own pid view (not yet).
+	// PIDNamespace: the command has its own pid view (never, for now:
+	// see docs/security.md).
 	PIDNamespace bool `json:"pidNamespace"`
 }

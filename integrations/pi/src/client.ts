@@ -24,6 +24,23 @@ export interface WorkspaceInfo {
 	createdAt: string;
 	/** Why the workspace's sandbox vanished behind the broker's back; absent while it is there. */
 	gone?: string;
+	/** What confines the workspace's commands on this host; absent when the backend does not say. */
+	confinement?: Confinement;
+}
+
+/** A workspace's effective confinement, layer by layer (wire.Confinement). */
+export interface Confinement {
+	sandboxed: boolean;
+	user: boolean;
+	uid?: number;
+	noNewPrivs: boolean;
+	privateTmp: boolean;
+	network: "none" | "host";
+	/** The Landlock ABI in force, 0 for none. */
+	landlockABI: number;
+	seccomp: boolean;
+	pidNamespace: boolean;
+	cgroup: boolean;
 }
 
 /** opsapi.FileInfo on the wire, with GET /stat's mime (wire.StatResponse). */

@@ -1,99 +1,15 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"runtime"
-	"slices"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// Main takes over the process when it is the launcher (launcherEnv set,
-// no arguments):
-// it confines itself as its spec on descriptor 3 says and execs the
-// command, or exits 126 with the reason on stderr. Elsewhere it returns.
-func Main() {
-	if len(os.Args) != 1 || !slices.Contains(os.Environ(), launcherEnv) {
-		return
-	}
-	// Credentials, no_new_privs, Landlock and seccomp all go with the
-	// thread that calls execve; keep every step on one thread.
-	runtime.LockOSThread()
-	err := launch()
-	fmt.Fprintf(os.Stderr, "wsbroker-sandbox: %v\n", err)
-	os.Exit(126)
-}
-
-// launch confines the process and execs the command; it returns only on
-// failure (or, for a probe, after printing the report).
-func launch() error {
-	f := os.NewFile(3, "spec")
-	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<30))
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("reading the spec: %w", err)
-	}
-	var s Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("reading the spec: %w", err)
-	}
-	// The inherited working directory belongs to the broker's mount
-	// namespace, unreachable from this one: the shell gets s.Dir by path.
-	if !isUnder(s.Dir, s.Workspace) {
-		return fmt.Errorf("working directory %q is not in the workspace", s.Dir)
-	}
-	var c Confinement
-	if err := mounts(s); err != nil {
-		return err
-	}
-	c.Mounts = true
-	c.Network = NetworkHost
-	if s.Network != NetworkHost {
-		if err := loopbackUp(); err != nil {
-			return err
-		}
-		c.Network = NetworkNone
-	}
-	if err := dropPrivileges(s.UID, s.GID); err != nil {
-		return err
-	}
-	c.User = true
-	// As the sandbox's user: a link swapped in meanwhile leads nowhere
-	// it could not go anyway.
-	if err := os.Chdir(s.Dir); err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	c.NoNewPrivs = true
-	if len(s.ReadPaths) > 0 {
-		if c.LandlockABI, err = restrictPaths(s); err != nil {
-			return err
-		}
-	}
-	if s.Seccomp {
-		if err := loadSeccomp(); err != nil {
-			return err
-		}
-		c.Seccomp = true
-	}
-	if s.Probe {
-		if err := json.NewEncoder(os.Stdout).Encode(c); err != nil {
-			return err
-		}
-		os.Exit(0)
-	}
-	return fmt.Errorf("exec %s: %w", s.Path, syscall.Exec(s.Path, s.Args, s.Env))
-}
-
-// mounts builds the command's view of the filesystem in its own mount
-// namespace: nothing propagates back to the host; /tmp is the
+// mounts builds the commands' view of the filesystem in the thread's own
+// mount namespace: nothing propagates back to the host; /tmp is the
 // workspace's own directory and /dev/shm a fresh tmpfs; each hidden
 // directory (the state directory) is an empty read-only tmpfs with the
 // workspace mounted back at its path.
@@ -175,24 +91,6 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("loopback: %w", err)
-	}
-	return nil
-}
-
-// dropPrivileges leaves root for uid/gid with no supplementary groups.
-// Go applies each to every thread of the process.
-func dropPrivileges(uid, gid int) error {
-	if uid <= 0 || gid <= 0 {
-		return fmt.Errorf("refusing uid %d gid %d", uid, gid)
-	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
 	}
 	return nil
 }
