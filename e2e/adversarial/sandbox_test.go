@@ -98,6 +98,7 @@ func TestLocalSandbox(t *testing.T) {
 
 	cases := []struct{ name, command string }{
 		{"read /etc/shadow", "cat /etc/shadow && echo LEAK"},
+		{"list the TLS private keys", "ls /etc/ssl/private && echo LEAK"},
 		{"read the broker's token", "cat " + token + " && echo LEAK"},
 		{"list the state directory", "ls -A " + state + " | grep -v workspaces && echo LEAK"},
 		{"read another workspace's file", "cat " + filepath.Join(other.Root(), "secret") + " && echo LEAK"},
@@ -181,5 +182,39 @@ func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLocalSandboxUsualWork: what agents do every day still works in the
+// sandbox: git, a compiler, an interpreter, and npm installing a package
+// from a local path (no network: the sandbox has only loopback).
+func TestLocalSandboxUsualWork(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "git", "cc", "node", "npm")
+	b, err := local.New(local.Config{StateDir: t.TempDir(), Sandbox: local.SandboxConfig{Mode: "on"}}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ws, err := b.Create(t.Context(), opsapi.WorkspaceSpec{ID: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyAtCleanup(t, ws)
+	cases := []struct{ name, command, want string }{
+		{"git", `git init -q r && cd r && git config user.email a@b && git config user.name a &&
+			echo hi > f && git add f && git commit -qm first && git log --format=%s`, "first\n"},
+		{"a C compiler", `printf '#include <stdio.h>\nint main(void){puts("compiled");return 0;}\n' > m.c && cc -o m m.c && ./m`, "compiled\n"},
+		{"an interpreter", `node -e 'console.log(6*7)'`, "42\n"},
+		{"npm from a local path", `mkdir -p lib app && cd lib && printf '{"name":"lib","version":"1.0.0","main":"i.js"}' > package.json &&
+			echo 'module.exports = "from lib"' > i.js && cd ../app && echo '{"name":"app","version":"1.0.0"}' > package.json &&
+			npm install --offline --no-audit --no-fund ../lib >/dev/null 2>&1; node -e 'console.log(require("lib"))'`, "from lib\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if out := sandboxRun(t, ws, c.command); !strings.HasSuffix(out, c.want) {
+				t.Errorf("%s: got %q, want it to end with %q", c.name, out, c.want)
+			}
+		})
 	}
 }

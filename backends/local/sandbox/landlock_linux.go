@@ -20,8 +20,15 @@ var DefaultReadPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 // configuration.
 var etcDenied = map[string]bool{
 	"shadow": true, "shadow-": true, "gshadow": true, "gshadow-": true,
-	"sudoers": true, "sudoers.d": true, "ssh": true, "ssl": true, "wsbroker": true,
+	"sudoers": true, "sudoers.d": true, "ssh": true, "wsbroker": true,
 	"security": true, "credstore": true, "credstore.encrypted": true,
+}
+
+// etcPartly are directories of /etc whose entries are granted but for
+// those named: TLS clients (node, git, curl, pip) need the public
+// certificates and openssl.cnf, never the private keys.
+var etcPartly = map[string]map[string]bool{
+	"ssl": {"private": true},
 }
 
 // LandlockABI is the newest Landlock ABI the kernel offers, 0 for none.
@@ -91,8 +98,36 @@ func etcEntries() (dirs, files []string) {
 			continue
 		}
 		p := filepath.Join("/etc", e.Name())
+		if deny, ok := etcPartly[e.Name()]; ok {
+			d, f := entriesBut(p, deny)
+			dirs, files = append(dirs, d...), append(files, f...)
+			continue
+		}
 		if fi, err := os.Stat(p); err != nil {
 			continue // a dangling link
+		} else if fi.IsDir() {
+			dirs = append(dirs, p)
+		} else {
+			files = append(files, p)
+		}
+	}
+	return dirs, files
+}
+
+// entriesBut is every entry of dir but the denied ones, split as
+// etcEntries splits them.
+func entriesBut(dir string, denied map[string]bool) (dirs, files []string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if denied[e.Name()] {
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil {
+			continue
 		} else if fi.IsDir() {
 			dirs = append(dirs, p)
 		} else {
