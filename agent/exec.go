@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,11 @@ import (
 
 // ReapMode is the first argument that makes the agent's binary a reaper.
 const ReapMode = "reap"
+
+// reapArgvKey is the environment variable that hands a reaper its
+// command's argv, as JSON; the reaper takes it out of the environment
+// the command gets.
+const reapArgvKey = "WSB_REAP_ARGV"
 
 // execStream is one exec request being served.
 type execStream struct {
@@ -58,13 +64,19 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		_ = e.frame(FrameError, []byte("start: no pipes"))
 		return
 	}
-	args := append([]string{ReapMode, strconv.FormatInt(spec.GraceMS, 10), spec.Cwd, "--"}, spec.argv()...)
-	cmd := exec.Command(s.self(), args...)
-	cmd.Env = append(os.Environ(), spec.Env...)
+	argv, err := json.Marshal(spec.argv())
+	if err != nil {
+		_ = e.frame(FrameError, []byte("start: "+err.Error()))
+		return
+	}
+	// The command goes in the environment, not the reaper's arguments:
+	// `ps` and `pgrep -f` would find every reaper of a command otherwise.
+	cmd := exec.Command(s.self(), ReapMode, strconv.FormatInt(spec.GraceMS, 10), spec.Cwd)
+	cmd.Env = append(append(os.Environ(), spec.Env...), reapArgvKey+"="+string(argv))
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{statW}
 	e.cmd = cmd
-	err := cmd.Start()
+	err = cmd.Start()
 	for _, w := range pipes {
 		w.Close()
 	}

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,8 @@ import (
 	"github.com/wsbroker/wsbroker/killtree"
 )
 
-// Reap is the reaper's main: args are GRACE_MS CWD -- ARGV..., the
+// Reap is the reaper's main: args are GRACE_MS CWD, the command's argv is
+// JSON in $WSB_REAP_ARGV, the rest of the
 // environment is the command's, fd 3 receives status lines ("exit N",
 // "killed N", or why the command could not start). It returns the exit
 // code of the reaper itself.
@@ -32,12 +34,14 @@ func Reap(args []string) int {
 		defer smu.Unlock()
 		fmt.Fprintf(status, format+"\n", a...)
 	}
-	if len(args) < 4 || args[2] != "--" || status == nil {
-		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap GRACE_MS CWD -- ARGV... (started by the agent)")
+	var argv []string
+	if len(args) != 2 || status == nil || json.Unmarshal([]byte(os.Getenv(reapArgvKey)), &argv) != nil || len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap GRACE_MS CWD, with $"+reapArgvKey+" (started by the agent)")
 		return 2
 	}
+	os.Unsetenv(reapArgvKey)
 	graceMS, _ := strconv.ParseInt(args[0], 10, 64)
-	cwd, argv := args[1], args[3:]
+	cwd := args[1]
 	if why := checkDir(cwd); why != "" {
 		say("%s", why)
 		return 0
