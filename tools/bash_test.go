@@ -124,14 +124,18 @@ func lineChunks(s string) []string { return strings.SplitAfter(s, "\n") }
 func bashCall(t *testing.T, ws opsapi.Workspace, opts Options, args string) Result {
 	t.Helper()
 	opts.Logger = testutil.Logger(t)
-	return New(ws, opts).Call(context.Background(), "bash", json.RawMessage(args), nil)
+	tb := New(ws, opts)
+	t.Cleanup(func() { _ = tb.Close() })
+	return tb.Call(context.Background(), "bash", json.RawMessage(args), nil)
 }
 
 // bashExecute calls the tool's Execute directly, to tell a returned error
 // from an isError result.
 func bashExecute(t *testing.T, ws opsapi.Workspace, ctx context.Context, args string, onUpdate UpdateFunc) (Result, error) {
 	t.Helper()
-	tool, ok := New(ws, Options{Logger: testutil.Logger(t)}).Tool("bash")
+	tb := New(ws, Options{Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
+	tool, ok := tb.Tool("bash")
 	if !ok {
 		t.Fatal("no bash tool")
 	}
@@ -167,6 +171,7 @@ func TestBashSeq3000(t *testing.T) {
 	full := seqLines(1, 3000)
 	ws := newBashFakeWS(emit(opsapi.ExecResult{}, lineChunks(full)...))
 	tb := New(ws, Options{Env: []string{"A=1"}, Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
 	r := tb.Call(context.Background(), "bash", json.RawMessage(`{"command":"seq 3000"}`), nil)
 	if r.IsError {
 		t.Fatalf("isError: %s", resultText(t, r))
@@ -305,6 +310,7 @@ func TestBashTimedOut(t *testing.T) {
 	} {
 		ws := newBashFakeWS(emit(opsapi.ExecResult{ExitCode: 137, TimedOut: true}, lineChunks(full)...))
 		tb := New(ws, Options{Logger: testutil.Logger(t)})
+		t.Cleanup(func() { _ = tb.Close() })
 		r := tb.Call(context.Background(), "bash", json.RawMessage(`{"command":"sleep 9","timeout":`+tc.arg+`}`), nil)
 		text := resultText(t, r)
 		if !r.IsError || !strings.HasSuffix(text, "]\n\nCommand timed out after "+tc.text+" seconds") {
@@ -606,6 +612,7 @@ func TestBashConcurrentSpills(t *testing.T) {
 		return opsapi.ExecResult{}, nil
 	})
 	tb := New(ws, Options{Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
 	var wg sync.WaitGroup
 	paths := make([]string, 8)
 	for i := range paths {

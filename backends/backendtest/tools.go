@@ -430,6 +430,7 @@ func (s *suite) bashBasics(t *testing.T) {
 	t.Run("missing_cwd_is_Working_directory_does_not_exist", func(t *testing.T) {
 		ws := s.parallel(t)
 		tb := tools.New(ws, tools.Options{Cwd: "no/such/dir"})
+		t.Cleanup(func() { _ = tb.Close() })
 		got := fails(t, tb, "bash", `{"command":"echo hi"}`)
 		contains(t, "text", got, "Working directory does not exist")
 		eq(t, "text", got, "Working directory does not exist: "+path.Join(ws.Root(), "no/such/dir")+"\nCannot execute bash commands.")
@@ -438,11 +439,13 @@ func (s *suite) bashBasics(t *testing.T) {
 		ws := s.parallel(t)
 		must(t, ws.Mkdir(ctxOf(t), "sub"))
 		tb := tools.New(ws, tools.Options{Cwd: "sub"})
+		t.Cleanup(func() { _ = tb.Close() })
 		eq(t, "pwd", ok(t, tb, "bash", `{"command":"pwd"}`), path.Join(ws.Root(), "sub")+"\n")
 	})
 	t.Run("env_option_reaches_the_command", func(t *testing.T) {
 		ws := s.parallel(t)
 		tb := tools.New(ws, tools.Options{Env: []string{"GREETING=hi there"}})
+		t.Cleanup(func() { _ = tb.Close() })
 		eq(t, "text", ok(t, tb, "bash", `{"command":"echo \"$GREETING\""}`), "hi there\n")
 	})
 }
@@ -486,6 +489,7 @@ func (s *suite) bashOutput(t *testing.T) {
 		// Serial, as Exec's case of the same name: timed against the
 		// idle grace.
 		tb := tools.New(s.serial(t), tools.Options{})
+		t.Cleanup(func() { _ = tb.Close() })
 		eq(t, "text", ok(t, tb, "bash", `{"command":"(while kill -0 $$ 2>/dev/null; do :; done; echo late) & echo early"}`), "early\nlate\n")
 	})
 	t.Run("UTF8_euro_and_invalid_bytes_decode_as_TextDecoder", func(t *testing.T) {

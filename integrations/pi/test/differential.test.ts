@@ -14,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { WorkspaceRoutes } from "../src/operations.js";
 import { pi } from "../src/pi.js";
 import { type AnyToolDefinition, callTool } from "../src/tools.js";
-import { type RunningBroker, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, startBroker } from "./helpers.js";
+import { type RunningBroker, type SshTarget, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, sshUnavailable, startBroker, startSshd } from "./helpers.js";
 
 function hasCommand(name: string): boolean {
 	try {
@@ -145,8 +145,11 @@ const KNOWN: Known = {
  * `POST /tools/<name>` get) from pi's built-in tools. They follow the newest
  * pi (docs/pi-contract.md), so most entries are older pi's behaviour.
  */
+const { "ls after full output": _inTree, ...SHARED_KNOWN } = KNOWN;
 const SERVER_KNOWN: Known = {
-	...KNOWN,
+	// (the broker's own bash keeps its full output out of the workspace's
+	// tree, as pi does: ls after it is the same)
+	...SHARED_KNOWN,
 	// The broker's spill file path (pi: the host's temp dir); pi 0.73.1 also
 	// counts the trailing newline's empty line (`1002-3001 of 3001`).
 	"bash truncated": { reason: "bash full output path" },
@@ -226,13 +229,16 @@ type Side = "brokerTools" | "server";
 for (const [backend, side] of [
 	["local", "brokerTools"],
 	["docker", "brokerTools"],
+	["ssh", "brokerTools"],
 	["local", "server"],
 	["docker", "server"],
+	["ssh", "server"],
 ] as const) {
-	const skip = backend === "docker" ? dockerUnavailable() : undefined;
+	const skip = backend === "docker" ? dockerUnavailable() : backend === "ssh" ? sshUnavailable() : undefined;
 	const what = side === "server" ? "the broker's own tools" : "brokerTools";
 	describe(`differential: pi ${pi.VERSION}'s built-in tools vs ${what} (${backend} backend)`, { skip }, () => {
 		let broker: RunningBroker;
+		let sshd: SshTarget | undefined;
 		let fixture: string;
 		let shimDir: string;
 		let root: string;
@@ -243,8 +249,9 @@ for (const [backend, side] of [
 			fixture = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-fixture-"));
 			shimDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-shim-"));
 			if (!hasCommand("fd") && hasCommand("fdfind")) fdShim(shimDir);
-			broker = await startBroker({ docker: backend === "docker" });
-			const ws = await broker.workspace(backend);
+			if (backend === "ssh") sshd = await startSshd();
+			broker = await startBroker({ docker: backend === "docker", ssh: sshd });
+			const ws = await broker.workspace(backend, backend === "ssh" ? { host: "vm" } : undefined);
 			root = ws.root;
 			for (const [rel, data] of Object.entries(FIXTURE)) {
 				mkdirSync(path.dirname(path.join(fixture, rel)), { recursive: true });
@@ -261,6 +268,7 @@ for (const [backend, side] of [
 		});
 		after(async () => {
 			await broker?.stop();
+			sshd?.stop();
 			rmSync(fixture, { recursive: true, force: true });
 			rmSync(shimDir, { recursive: true, force: true });
 		});
