@@ -154,7 +154,7 @@ func inProcessSession(ctx context.Context, env *Env, ws opsapi.Workspace, closeW
 		NewClient: func(i int) (Client, error) {
 			return workspaceClient(ops, call, env.Config, i), nil
 		},
-		Close: closeWS,
+		Close: func(ctx context.Context) error { return errors.Join(tb.Close(), closeWS(ctx)) },
 	}, nil
 }
 

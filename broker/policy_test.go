@@ -35,7 +35,7 @@ paths:
   read:
     deny: ["**/.env", "private/**"]
   write:
-    allow: ["src/**", ".broker/**"]
+    allow: ["src/**"]
 commands:
   deny: ['\bcurl\b']
 maxTimeout: 20s

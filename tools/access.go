@@ -36,8 +36,16 @@ func pathArg(args json.RawMessage) string {
 	return *a.Path
 }
 
-// Access reads the one file.
-func (t *readTool) Access(args json.RawMessage) Access { return Access{Read: []string{pathArg(args)}} }
+// Access reads the one file. A full-output file of bash reads no
+// workspace path: it is the broker's own record of output a permitted
+// command already returned (and redaction still applies to the result).
+func (t *readTool) Access(args json.RawMessage) Access {
+	p := pathArg(args)
+	if _, ok := spillName(p); ok {
+		return Access{}
+	}
+	return Access{Read: []string{p}}
+}
 
 // Access writes the one file.
 func (t *writeTool) Access(args json.RawMessage) Access {

@@ -170,22 +170,22 @@ func formatBashOutput(snap OutputSnapshot) (string, *BashDetails) {
 	return text, &BashDetails{Truncation: &tr, FullOutputPath: snap.FullOutputPath}
 }
 
-// spillOpener returns how the full output is saved: a new file in the
-// output directory inside the workspace, written through the workspace's
-// WriteOperations as the output arrives. It is nil when the workspace
-// cannot be written.
+// spillOpener returns how the full output is saved. By default it is a
+// new file of the toolbox's store on the broker's host, out of the
+// workspace's tree (the output passes through the broker anyway). With
+// Options.OutputDir it is a file in that workspace directory, written
+// through the workspace's WriteOperations as the output arrives; it is then
+// nil when the workspace cannot be written.
 func (t *bashTool) spillOpener(ctx context.Context, log *slog.Logger) SpillOpener {
+	if t.env.opts.OutputDir == "" {
+		return t.env.spill.create
+	}
 	wops, ok := t.env.ws.(opsapi.WriteOperations)
 	if !ok {
 		log.Debug("workspace has no write operations; full output of long commands is not saved")
 		return nil
 	}
-	dir := t.env.opts.OutputDir
-	if dir == "" {
-		dir = path.Join(t.env.root, ".broker", "output")
-	} else {
-		dir = opsapi.Resolve(t.env.root, dir)
-	}
+	dir := opsapi.Resolve(t.env.root, t.env.opts.OutputDir)
 	// The file must be complete even when the call was aborted: the
 	// result still points to it.
 	ctx = context.WithoutCancel(ctx)

@@ -124,14 +124,18 @@ func lineChunks(s string) []string { return strings.SplitAfter(s, "\n") }
 func bashCall(t *testing.T, ws opsapi.Workspace, opts Options, args string) Result {
 	t.Helper()
 	opts.Logger = testutil.Logger(t)
-	return New(ws, opts).Call(context.Background(), "bash", json.RawMessage(args), nil)
+	tb := New(ws, opts)
+	t.Cleanup(func() { _ = tb.Close() })
+	return tb.Call(context.Background(), "bash", json.RawMessage(args), nil)
 }
 
 // bashExecute calls the tool's Execute directly, to tell a returned error
 // from an isError result.
 func bashExecute(t *testing.T, ws opsapi.Workspace, ctx context.Context, args string, onUpdate UpdateFunc) (Result, error) {
 	t.Helper()
-	tool, ok := New(ws, Options{Logger: testutil.Logger(t)}).Tool("bash")
+	tb := New(ws, Options{Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
+	tool, ok := tb.Tool("bash")
 	if !ok {
 		t.Fatal("no bash tool")
 	}
@@ -146,12 +150,29 @@ func resultText(t *testing.T, r Result) string {
 	return r.Content[0].Text
 }
 
-var spillPathRE = regexp.MustCompile(`^/ws/\.broker/output/bash-[0-9a-f]{16}\.log$`)
+var spillPathRE = regexp.MustCompile(`^/wsbroker-output/bash-[0-9a-f]{16}\.log$`)
+
+// spilled is the content of a full-output file of tb's store.
+func spilled(tb *Toolbox, p string) ([]byte, bool) {
+	name, ok := spillName(p)
+	if !ok {
+		return nil, false
+	}
+	rc, err := tb.env.spill.open(name)
+	if err != nil {
+		return nil, false
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	return data, err == nil
+}
 
 func TestBashSeq3000(t *testing.T) {
 	full := seqLines(1, 3000)
 	ws := newBashFakeWS(emit(opsapi.ExecResult{}, lineChunks(full)...))
-	r := bashCall(t, ws, Options{Env: []string{"A=1"}}, `{"command":"seq 3000"}`)
+	tb := New(ws, Options{Env: []string{"A=1"}, Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
+	r := tb.Call(context.Background(), "bash", json.RawMessage(`{"command":"seq 3000"}`), nil)
 	if r.IsError {
 		t.Fatalf("isError: %s", resultText(t, r))
 	}
@@ -171,9 +192,12 @@ func TestBashSeq3000(t *testing.T) {
 	if d.Truncation.By() != "lines" || d.Truncation.TotalLines != 3000 || d.Truncation.OutputLines != 2000 {
 		t.Errorf("truncation = %+v", withoutContent(*d.Truncation))
 	}
-	data, ok := ws.file(d.FullOutputPath)
+	data, ok := spilled(tb, d.FullOutputPath)
 	if !ok || string(data) != full {
 		t.Errorf("spill file holds %d bytes (exists %v), want all %d", len(data), ok, len(full))
+	}
+	if len(ws.files) != 0 {
+		t.Errorf("the workspace was written: %v", ws.files)
 	}
 	reqs := ws.requests()
 	if len(reqs) != 1 || reqs[0].Command != "seq 3000" || reqs[0].Cwd != "/ws" || reqs[0].Timeout != 0 ||
@@ -185,7 +209,7 @@ func TestBashSeq3000(t *testing.T) {
 func TestBash4000Lines(t *testing.T) {
 	ws := newBashFakeWS(emit(opsapi.ExecResult{}, seqLines(1, 4000)))
 	text := resultText(t, bashCall(t, ws, Options{}, `{"command":"seq 4000"}`))
-	if !strings.Contains(text, "\n\n[Showing lines 2001-4000 of 4000. Full output: /ws/.broker/output/bash-") {
+	if !strings.Contains(text, "\n\n[Showing lines 2001-4000 of 4000. Full output: /wsbroker-output/bash-") {
 		t.Errorf("text ends %q", text[len(text)-100:])
 	}
 }
@@ -285,7 +309,9 @@ func TestBashTimedOut(t *testing.T) {
 		{`"3"`, 3 * time.Second, "3"},
 	} {
 		ws := newBashFakeWS(emit(opsapi.ExecResult{ExitCode: 137, TimedOut: true}, lineChunks(full)...))
-		r := bashCall(t, ws, Options{}, `{"command":"sleep 9","timeout":`+tc.arg+`}`)
+		tb := New(ws, Options{Logger: testutil.Logger(t)})
+		t.Cleanup(func() { _ = tb.Close() })
+		r := tb.Call(context.Background(), "bash", json.RawMessage(`{"command":"sleep 9","timeout":`+tc.arg+`}`), nil)
 		text := resultText(t, r)
 		if !r.IsError || !strings.HasSuffix(text, "]\n\nCommand timed out after "+tc.text+" seconds") {
 			t.Errorf("timeout %s: text ends %q", tc.arg, text[max(0, len(text)-120):])
@@ -297,15 +323,12 @@ func TestBashTimedOut(t *testing.T) {
 			t.Errorf("timeout %s: requests %+v", tc.arg, reqs)
 		}
 		// The spill file is complete even though the command failed.
-		files := 0
-		for _, data := range ws.files {
-			files++
-			if string(data) != full {
-				t.Errorf("timeout %s: spill file holds %d bytes", tc.arg, len(data))
-			}
-		}
-		if files != 1 {
-			t.Errorf("timeout %s: %d spill files", tc.arg, files)
+		// An error result has no details: the path is in the text.
+		m := regexp.MustCompile(`Full output: (\S+)\]`).FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("timeout %s: no full output path", tc.arg)
+		} else if data, ok := spilled(tb, m[1]); !ok || string(data) != full {
+			t.Errorf("timeout %s: spill file holds %d bytes", tc.arg, len(data))
 		}
 	}
 
@@ -415,7 +438,8 @@ func TestBashSpillUnavailable(t *testing.T) {
 	want := strings.TrimSuffix(seqLines(1001, 3000), "\n") + "\n\n[Showing lines 1001-3000 of 3000.]"
 	check := func(name string, ws opsapi.Workspace) {
 		t.Helper()
-		r := bashCall(t, ws, Options{}, `{"command":"seq 3000"}`)
+		// Inside the workspace (OutputDir), the workspace must be writable.
+		r := bashCall(t, ws, Options{OutputDir: ".broker/output"}, `{"command":"seq 3000"}`)
 		if got := resultText(t, r); got != want || r.IsError {
 			t.Errorf("%s: text ends %q", name, got[max(0, len(got)-80):])
 		}
@@ -588,6 +612,7 @@ func TestBashConcurrentSpills(t *testing.T) {
 		return opsapi.ExecResult{}, nil
 	})
 	tb := New(ws, Options{Logger: testutil.Logger(t)})
+	t.Cleanup(func() { _ = tb.Close() })
 	var wg sync.WaitGroup
 	paths := make([]string, 8)
 	for i := range paths {
@@ -601,7 +626,7 @@ func TestBashConcurrentSpills(t *testing.T) {
 	wg.Wait()
 	seen := map[string]bool{}
 	for i, p := range paths {
-		data, ok := ws.file(p)
+		data, ok := spilled(tb, p)
 		if !ok || !bytes.HasPrefix(data, fmt.Appendf(nil, "cmd%d\n", i)) || seen[p] {
 			t.Errorf("call %d: path %q (exists %v, duplicate %v)", i, p, ok, seen[p])
 		}

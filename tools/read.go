@@ -48,19 +48,9 @@ func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
 	}
-	abs, err := t.env.resolveRead(ctx, t.ops, args.Path)
+	rc, err := t.open(ctx, args.Path)
 	if err != nil {
-		return Result{}, abortOr(ctx, nodeErr(err, "access", abs))
-	}
-	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
-	}
-	rc, err := t.ops.Open(ctx, abs)
-	if err != nil {
-		if errors.Is(err, opsapi.ErrIsDir) { // Node: readFile on a directory fails in read(2)
-			return Result{}, abortOr(ctx, nodeErr(err, "read", ""))
-		}
-		return Result{}, abortOr(ctx, nodeErr(err, "open", abs))
 	}
 	defer rc.Close()
 
@@ -70,10 +60,40 @@ func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		return Result{}, t.readErr(ctx, err)
 	}
 	if mime := detectImageMIME(head); mime != "" {
-		t.env.logger.Debug("read image", "path", abs, "mime", mime)
+		t.env.logger.Debug("read image", "path", args.Path, "mime", mime)
 		return t.readImage(ctx, br, mime)
 	}
 	return t.readText(ctx, br, args)
+}
+
+// open opens the file to read: bash's full-output files from the
+// toolbox's store (they are not in the workspace), anything else through
+// the workspace with pi's path probing. Errors are the tool's texts.
+func (t *readTool) open(ctx context.Context, p string) (io.ReadCloser, error) {
+	if name, ok := spillName(p); ok {
+		rc, err := t.env.spill.open(name)
+		if err != nil {
+			// Evicted, from before a restart, or never made.
+			abs := strings.TrimPrefix(p, "@")
+			return nil, nodeErr(opsapi.E("read", abs, opsapi.ErrNotExist, err), "access", abs)
+		}
+		return rc, nil
+	}
+	abs, err := t.env.resolveRead(ctx, t.ops, p)
+	if err != nil {
+		return nil, abortOr(ctx, nodeErr(err, "access", abs))
+	}
+	if err := checkAbort(ctx); err != nil {
+		return nil, err
+	}
+	rc, err := t.ops.Open(ctx, abs)
+	if err != nil {
+		if errors.Is(err, opsapi.ErrIsDir) { // Node: readFile on a directory fails in read(2)
+			return nil, abortOr(ctx, nodeErr(err, "read", ""))
+		}
+		return nil, abortOr(ctx, nodeErr(err, "open", abs))
+	}
+	return rc, nil
 }
 
 // readErr renders a failure while reading as Node's read(2) error, which

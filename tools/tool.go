@@ -62,8 +62,17 @@ type Options struct {
 	// Env is passed to every bash command (KEY=VALUE); the host's own
 	// environment is never forwarded.
 	Env []string
-	// OutputDir is where bash saves the full output of a truncated command,
-	// inside the workspace so a later read reaches it. Empty means
-	// "<root>/.broker/output".
+	// OutputDir, when set, keeps bash's full output of a truncated command
+	// inside the workspace, in that directory (relative to the root), where
+	// ls, find, grep and bash see it too. Empty (the default) keeps it out
+	// of the workspace's tree, on the broker's host under SpillDir's name,
+	// where only the read tool reaches it.
 	OutputDir string
+	// SpillBase is the host directory in which the toolbox makes its own
+	// directory for full-output files; empty is the OS's temp dir. Close
+	// removes them.
+	SpillBase string
+	// MaxSpillBytes bounds those files, all together; zero is
+	// DefaultMaxSpillBytes.
+	MaxSpillBytes int64
 }

@@ -42,6 +42,7 @@ type toolEnv struct {
 	opts   Options
 	queue  *MutationQueue // per-workspace write/edit serialization
 	ws     opsapi.Workspace
+	spill  *spillStore // bash's full output, out of the workspace's tree
 }
 
 // Toolbox holds the tools one workspace supports.
@@ -71,6 +72,7 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 		opts:   opts,
 		queue:  NewMutationQueue(resolver),
 		ws:     ws,
+		spill:  newSpillStore(opts.SpillBase, opts.MaxSpillBytes),
 	}
 	tb := &Toolbox{env: env, tools: map[string]Tool{}}
 	add := func(name string, t Tool) {
@@ -101,6 +103,10 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 	}
 	return tb
 }
+
+// Close removes the full-output files bash kept on the broker's host;
+// a later truncated command saves none. Call it when the workspace goes.
+func (tb *Toolbox) Close() error { return tb.env.spill.close() }
 
 // Tool returns the named tool when the workspace supports it.
 func (tb *Toolbox) Tool(name string) (Tool, bool) {

@@ -14,11 +14,23 @@ var errShuttingDown = opsapi.E("broker", "", opsapi.ErrUnavailable, errors.New("
 
 // Shutdown cancels every running command (exec calls and bash tool calls)
 // and waits until they have returned, or ctx ends. New commands are
-// refused from then on. It destroys nothing.
+// refused from then on. It destroys no workspace, but removes the
+// full-output files bash kept on the broker's host (a new broker process
+// starts without them).
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.calls.cancelAll(errShuttingDown)
-	return s.calls.wait(ctx)
+	if err := s.calls.wait(ctx); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, w := range s.workspaces {
+		if err := w.toolbox.Close(); err != nil {
+			s.logger.Warn("removing full-output files failed", "workspace", w.id, "err", err)
+		}
+	}
+	return nil
 }
 
 func (s *Service) isStopping() bool {

@@ -41,6 +41,11 @@ type Config struct {
 	OwnersFile string
 	// Observer hears counts for metrics; nil hears nothing.
 	Observer Observer
+	// SpillDir is the broker-host directory in which each workspace's
+	// toolbox keeps bash's full-output files, out of the workspace's tree
+	// (tools.Options.SpillBase); empty is the OS's temp dir. Delete and
+	// Shutdown remove them.
+	SpillDir string
 }
 
 // Service owns the workspaces of a set of backends and runs every call
@@ -260,7 +265,10 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 		ws:        ws,
 		guard:     guard,
 		createdAt: created,
-		toolbox:   tools.New(guard, tools.Options{Logger: s.logger.With("workspace", id, "backend", backend, "tenant", owner)}),
+		toolbox: tools.New(guard, tools.Options{
+			Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
+			SpillBase: s.cfg.SpillDir,
+		}),
 	}
 	s.mu.Lock()
 	s.workspaces[id] = w

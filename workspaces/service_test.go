@@ -3,6 +3,8 @@ package workspaces_test
 import (
 	"context"
 	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -145,5 +147,57 @@ func TestServiceWithoutHTTP(t *testing.T) {
 	}
 	if _, err := svc.Lookup(ctx, alice, info.ID); !errors.Is(err, workspaces.ErrNotFound) {
 		t.Fatalf("after Delete: %v", err)
+	}
+}
+
+// bash's full output stays out of the workspace, a read reaches it even
+// under a policy that allows reading only src/**, and Delete removes it.
+func TestFullOutputOutsideTheWorkspace(t *testing.T) {
+	pol, err := policy.Parse([]byte("paths:\n  read:\n    allow: [\"src/**\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	at, _ := tenant.New(tenant.Config{Name: "alice", TokenHashes: []string{tenant.HashToken("alice-token")}}, pol)
+	reg, _ := tenant.NewRegistry(at)
+	spill := t.TempDir()
+	svc, err := workspaces.New(workspaces.Config{Backends: map[string]opsapi.Backend{"local": b}, DefaultBackend: "local",
+		Tenants: reg, SpillDir: spill}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := workspaces.WithRequest(t.Context(), workspaces.Request{ID: "r1", Notes: &notes{}})
+	info, err := svc.Create(ctx, svc.Tenants().Lookup("alice"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := svc.Lookup(ctx, svc.Tenants().Lookup("alice"), info.ID)
+	res := svc.RunTool(ctx, w, 1, "bash", []byte(`{"command":"seq 3000"}`), nil)
+	m := regexp.MustCompile(`Full output: (/wsbroker-output/bash-[0-9a-f]{16}\.log)\]$`).FindStringSubmatch(res.Content[0].Text)
+	if res.IsError || m == nil {
+		t.Fatalf("bash: %+v", res)
+	}
+	if entries, _ := os.ReadDir(info.Root); len(entries) != 0 {
+		t.Errorf("the workspace holds %v", entries)
+	}
+	res = svc.RunTool(ctx, w, 2, "read", []byte(`{"path":"`+m[1]+`","offset":3000}`), nil)
+	if res.IsError || res.Content[0].Text != "3000\n" {
+		t.Fatalf("read of the full output: %+v", res)
+	}
+	if res = svc.RunTool(ctx, w, 3, "read", []byte(`{"path":"other.txt"}`), nil); !res.IsError {
+		t.Fatalf("the policy did not apply: %+v", res)
+	}
+	if entries, _ := os.ReadDir(spill); len(entries) != 1 {
+		t.Fatalf("spill dir holds %v", entries)
+	}
+	if err := svc.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(spill); len(entries) != 0 {
+		t.Errorf("left after Delete: %v", entries)
 	}
 }

@@ -398,6 +398,7 @@ func (s *suite) confineTools(t *testing.T) {
 	t.Run("tools_refuse_paths_outside_the_root", func(t *testing.T) {
 		ws, c := s.confined(t)
 		tb := tools.New(ws, tools.Options{})
+		t.Cleanup(func() { _ = tb.Close() })
 		for _, call := range []struct{ tool, args string }{
 			{"read", `{"path": "../` + c.name + `"}`},
 			{"read", `{"path": "abslink"}`},
@@ -425,6 +426,7 @@ func (s *suite) confineTools(t *testing.T) {
 	t.Run("tools_bash_cwd_outside_the_root_is_an_error", func(t *testing.T) {
 		ws, c := s.confined(t)
 		tb := tools.New(ws, tools.Options{Cwd: c.dir})
+		t.Cleanup(func() { _ = tb.Close() })
 		res := tb.Call(ctxOf(t), "bash", []byte(`{"command": "touch `+c.escape+`"}`), nil)
 		if !res.IsError {
 			t.Errorf("bash with cwd outside the root succeeded: %q", textOf(res))

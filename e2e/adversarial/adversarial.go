@@ -362,6 +362,7 @@ func (s *suite) forkBomb(t *testing.T) {
 func (s *suite) oom(t *testing.T) {
 	ws := s.ws(t)
 	tb := tools.New(ws, tools.Options{})
+	t.Cleanup(func() { _ = tb.Close() })
 	args, _ := json.Marshal(map[string]any{"command": `s=x; while :; do s="$s$s"; done`, "timeout": 60})
 	r := tb.Call(context.Background(), "bash", args, nil)
 	text := resultText(r)
@@ -411,6 +412,7 @@ func (s *suite) diskFill(t *testing.T) {
 func (s *suite) hugeLine(t *testing.T) {
 	ws := s.ws(t)
 	tb := tools.New(ws, tools.Options{})
+	t.Cleanup(func() { _ = tb.Close() })
 	var m0 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
@@ -443,6 +445,7 @@ func tail(s string) string {
 func (s *suite) binaryOutput(t *testing.T) {
 	ws := s.ws(t)
 	tb := tools.New(ws, tools.Options{})
+	t.Cleanup(func() { _ = tb.Close() })
 	args, _ := json.Marshal(map[string]any{"command": `printf 'a\000b\377\376c\n'; head -c 100000 /dev/urandom; echo; echo end`, "timeout": 60})
 	r := tb.Call(context.Background(), "bash", args, nil)
 	text := resultText(r)

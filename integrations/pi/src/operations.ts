@@ -40,8 +40,13 @@ export interface BrokerOperationsOptions extends BrokerTarget {
 }
 
 /** All seven of pi's operation interfaces, bound to one workspace. */
+/** pi's ReadOperations with pi >= 1.5.1's createReadStream (older pi ignores it). */
+export type StreamingReadOperations = ReadOperations & {
+	createReadStream(path: string, options: { signal?: AbortSignal }): AsyncIterable<Uint8Array>;
+};
+
 export interface BrokerOperations {
-	read: ReadOperations;
+	read: StreamingReadOperations;
 	write: WriteOperations;
 	edit: EditOperations;
 	bash: BashOperations;
@@ -95,8 +100,12 @@ export function brokerOperations(opts: BrokerOperationsOptions): BrokerOperation
 		}
 	};
 
-	const read: ReadOperations = {
+	// createReadStream is pi >= 1.5.1's: read then streams a text file and
+	// keeps only the lines it shows, instead of fetching the file whole.
+	// Older pi ignores the extra member.
+	const read: StreamingReadOperations = {
 		readFile,
+		createReadStream: (p, { signal }) => ws.readStream(wp(p), p, signal),
 		access: (p) => access(p, "r"),
 		async detectImageMimeType(p) {
 			const path = wp(p);
@@ -205,6 +214,21 @@ export class WorkspaceRoutes {
 
 	readFile(path: string, shown: string = path): Promise<Buffer> {
 		return this.client.call({ method: "GET", path: `${this.prefix}/files`, query: { path }, syscall: "open", errPath: shown });
+	}
+
+	/**
+	 * The file's bytes as they arrive (GET /files streams them). Leaving the
+	 * loop early, or the signal, closes the connection, so the broker stops
+	 * reading the file.
+	 */
+	async *readStream(path: string, shown: string = path, signal?: AbortSignal): AsyncGenerator<Uint8Array> {
+		const { res, req } = await this.client.request({ method: "GET", path: `${this.prefix}/files`, query: { path }, syscall: "open", errPath: shown, signal });
+		try {
+			for await (const chunk of res) yield chunk as Buffer;
+			if (!res.complete) throw new Error("broker connection closed mid-answer");
+		} finally {
+			if (!res.complete) req.destroy();
+		}
 	}
 
 	async writeFile(path: string, body: Buffer | NodeJS.ReadableStream, shown: string = path, mkdirs = false): Promise<void> {

@@ -13,8 +13,9 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { WorkspaceRoutes } from "../src/operations.js";
 import { pi } from "../src/pi.js";
-import { type AnyToolDefinition, callTool } from "../src/tools.js";
-import { type RunningBroker, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, startBroker } from "./helpers.js";
+import type { ToolResult } from "../src/client.js";
+import type { AnyToolDefinition } from "../src/tools.js";
+import { type RunningBroker, type SshTarget, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, sshUnavailable, startBroker, startSshd } from "./helpers.js";
 
 function hasCommand(name: string): boolean {
 	try {
@@ -111,6 +112,9 @@ const SCRIPT: Call[] = [
 	{ name: "ls file", tool: "ls", args: { path: "hello.txt" } },
 	// Last: the broker side keeps the full output in the workspace.
 	{ name: "bash truncated", tool: "bash", args: { command: "seq 3000" } },
+	// A non-zero exit after truncated output: pi 1.x returns an error result
+	// with its details; pi 0.85 throws (no details). The broker follows 1.x.
+	{ name: "bash truncated exit", tool: "bash", args: { command: "seq 3000; exit 3" } },
 	{ name: "ls after full output", tool: "ls", args: {} },
 ];
 
@@ -145,11 +149,18 @@ const KNOWN: Known = {
  * `POST /tools/<name>` get) from pi's built-in tools. They follow the newest
  * pi (docs/pi-contract.md), so most entries are older pi's behaviour.
  */
+const { "ls after full output": _inTree, ...SHARED_KNOWN } = KNOWN;
 const SERVER_KNOWN: Known = {
-	...KNOWN,
-	// The broker's spill file path (pi: the host's temp dir); pi 0.73.1 also
-	// counts the trailing newline's empty line (`1002-3001 of 3001`).
-	"bash truncated": { reason: "bash full output path" },
+	// (the broker's own bash keeps its full output out of the workspace's
+	// tree, as pi does: ls after it is the same)
+	...SHARED_KNOWN,
+	// pi 0.73.1 counts the trailing newline's empty line (`1002-3001 of
+	// 3001`); the spill file's path differs on every version and is
+	// normalized away.
+	"bash truncated": { reason: "bash full output lines", versions: ["0.73.1"] },
+	// pi up to 0.85 throws on a non-zero exit, so its error has no details;
+	// the broker returns pi 1.x's error result with the truncation details.
+	"bash truncated exit": { reason: "non-zero exit keeps details", versions: ["0.73.1", "0.85.0"] },
 	// pi 0.73.1 still said `Successfully wrote <n> bytes to <path>`.
 	"write new": { reason: "write's text", versions: ["0.73.1"] },
 	"write over": { reason: "write's text", versions: ["0.73.1"] },
@@ -192,7 +203,8 @@ function normalize(o: Outcome, root: string, tool: string): Outcome {
 		t
 			.split(root)
 			.join("<ROOT>")
-			.replace(/[^\s"]*pi-bash-[0-9a-f]{16}\.log/g, "<FULL>");
+			.replace(/[^\s"]*pi-bash-[0-9a-f]{16}\.log/g, "<FULL>")
+			.replace(/\/wsbroker-output\/bash-[0-9a-f]{16}\.log/g, "<FULL>");
 	let text = norm(o.text);
 	const details = o.details === undefined ? undefined : norm(o.details);
 	if (UNORDERED.has(tool) && !o.isError) {
@@ -217,7 +229,25 @@ function fdShim(dir: string): void {
 function serverTools(ws: WorkspaceRoutes): Record<string, AnyToolDefinition> {
 	const names = ["read", "write", "edit", "bash", "grep", "find", "ls"];
 	return Object.fromEntries(
-		names.map((name) => [name, { name, execute: (_id: string, params: unknown, signal?: AbortSignal) => callTool(ws, name, params, signal) }]),
+		names.map((name) => [
+			name,
+			{
+				name,
+				// The wire result as it is (callTool throws on isError, as
+				// pi 0.85's tools did, which would drop an error's details).
+				execute: async (_id: string, params: unknown, signal?: AbortSignal) => {
+					const r = await ws.client.json<ToolResult>({
+						method: "POST",
+						path: `/v1/workspaces/${encodeURIComponent(ws.id)}/tools/${encodeURIComponent(name)}`,
+						body: JSON.stringify(params ?? {}),
+						contentType: "application/json",
+						signal,
+					});
+					if (r.isError && r.details == null) throw new Error(r.content.map((c) => (c.type === "text" ? c.text : "")).join("\n"));
+					return { content: r.content, details: r.details ?? undefined, isError: r.isError };
+				},
+			},
+		]),
 	) as unknown as Record<string, AnyToolDefinition>;
 }
 
@@ -226,13 +256,16 @@ type Side = "brokerTools" | "server";
 for (const [backend, side] of [
 	["local", "brokerTools"],
 	["docker", "brokerTools"],
+	["ssh", "brokerTools"],
 	["local", "server"],
 	["docker", "server"],
+	["ssh", "server"],
 ] as const) {
-	const skip = backend === "docker" ? dockerUnavailable() : undefined;
+	const skip = backend === "docker" ? dockerUnavailable() : backend === "ssh" ? sshUnavailable() : undefined;
 	const what = side === "server" ? "the broker's own tools" : "brokerTools";
 	describe(`differential: pi ${pi.VERSION}'s built-in tools vs ${what} (${backend} backend)`, { skip }, () => {
 		let broker: RunningBroker;
+		let sshd: SshTarget | undefined;
 		let fixture: string;
 		let shimDir: string;
 		let root: string;
@@ -243,8 +276,9 @@ for (const [backend, side] of [
 			fixture = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-fixture-"));
 			shimDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-shim-"));
 			if (!hasCommand("fd") && hasCommand("fdfind")) fdShim(shimDir);
-			broker = await startBroker({ docker: backend === "docker" });
-			const ws = await broker.workspace(backend);
+			if (backend === "ssh") sshd = await startSshd();
+			broker = await startBroker({ docker: backend === "docker", ssh: sshd });
+			const ws = await broker.workspace(backend, backend === "ssh" ? { host: "vm" } : undefined);
 			root = ws.root;
 			for (const [rel, data] of Object.entries(FIXTURE)) {
 				mkdirSync(path.dirname(path.join(fixture, rel)), { recursive: true });
@@ -261,6 +295,7 @@ for (const [backend, side] of [
 		});
 		after(async () => {
 			await broker?.stop();
+			sshd?.stop();
 			rmSync(fixture, { recursive: true, force: true });
 			rmSync(shimDir, { recursive: true, force: true });
 		});

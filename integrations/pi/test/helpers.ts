@@ -3,7 +3,7 @@
 // skip with the reason locally and fail under CI=true (as the Go tests do).
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,6 +57,71 @@ export function dockerUnavailable(): string | undefined {
 	return reason;
 }
 
+export const SSHD_IMAGE = "wsbroker/sshd:current";
+
+/** Why the ssh backend cannot be tested here (an sshd container), or undefined. */
+export function sshUnavailable(): string | undefined {
+	let reason: string | undefined;
+	try {
+		execFileSync("sh", ["-c", "command -v ssh-keygen"], { stdio: "pipe" });
+		try {
+			execFileSync("docker", ["image", "inspect", SSHD_IMAGE], { stdio: "pipe", timeout: 30_000 });
+		} catch {
+			reason = `needs docker image ${SSHD_IMAGE}; build it with images/sshd/build.sh`;
+		}
+	} catch {
+		reason = "needs ssh-keygen (openssh-client)";
+	}
+	if (reason && inCI()) throw new Error(`required under CI, cannot skip: ${reason}`);
+	return reason;
+}
+
+/** An OpenSSH server in a container of its own, reached on a loopback port (a stand-in for a VM). */
+export interface SshTarget {
+	/** --ssh-* flags of `broker serve` that reach it as host "vm". */
+	brokerArgs: string[];
+	stop(): void;
+}
+
+/** Starts wsbroker/sshd with fresh host and user keys, as backends/ssh/sshtest does. */
+export async function startSshd(): Promise<SshTarget> {
+	const dir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-sshd-"));
+	const hostKey = path.join(dir, "host_ed25519");
+	const userKey = path.join(dir, "id_ed25519");
+	for (const f of [hostKey, userKey]) execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", f], { stdio: "pipe" });
+	const env = { ...process.env, WSB_HOST_KEY: readFileSync(hostKey, "utf8"), WSB_AUTHORIZED_KEYS: readFileSync(`${userKey}.pub`, "utf8").trim() };
+	const id = execFileSync("docker", ["run", "-d", "--rm", "-p", "127.0.0.1::22", "--label", "wsbroker.test=pi", "-e", "WSB_HOST_KEY", "-e", "WSB_AUTHORIZED_KEYS", SSHD_IMAGE], { env, encoding: "utf8" }).trim();
+	const stop = () => {
+		try {
+			execFileSync("docker", ["rm", "-f", id], { stdio: "pipe" });
+		} catch {
+			// already gone
+		}
+		rmSync(dir, { recursive: true, force: true });
+	};
+	try {
+		for (let i = 0; ; i++) {
+			// sshd logs to stderr (-e); docker logs replays it on its own stderr.
+			const all = execFileSync("sh", ["-c", 'docker logs "$1" 2>&1', "sh", id], { encoding: "utf8" });
+			if (all.includes("Server listening on 0.0.0.0 port 22.")) break;
+			if (i > 300) throw new Error(`sshd not ready after 30 s:\n${all}`);
+			await new Promise((r) => setTimeout(r, 100));
+		}
+		const port = execFileSync("docker", ["port", id, "22/tcp"], { encoding: "utf8" })
+			.split("\n")
+			.map((l) => l.trim())
+			.find((l) => l.startsWith("127.0.0.1:"));
+		if (!port) throw new Error("sshd container has no 127.0.0.1 port for 22/tcp");
+		const knownHosts = path.join(dir, "known_hosts");
+		const [type, key] = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ");
+		writeFileSync(knownHosts, `[127.0.0.1]:${port.split(":")[1]} ${type} ${key}\n`);
+		return { brokerArgs: ["--ssh-known-hosts", knownHosts, "--ssh-identity", userKey, "--ssh-host", `vm=wsbtest@${port}`], stop };
+	} catch (err) {
+		stop();
+		throw err;
+	}
+}
+
 let builtBinary: string | undefined;
 
 /** go build ./cmd/broker, once per test process. */
@@ -82,7 +147,7 @@ export interface RunningBroker {
 }
 
 /** Starts `broker serve` on 127.0.0.1 (a port the kernel picks), with docker when asked. */
-export async function startBroker(opts: { docker?: boolean } = {}): Promise<RunningBroker> {
+export async function startBroker(opts: { docker?: boolean; ssh?: SshTarget } = {}): Promise<RunningBroker> {
 	const bin = buildBroker();
 	const stateDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-state-"));
 	const token = randomBytes(32).toString("hex");
@@ -90,6 +155,7 @@ export async function startBroker(opts: { docker?: boolean } = {}): Promise<Runn
 	writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
 	const args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token-file", tokenFile, "--log-level", "warn"];
 	if (opts.docker) args.push("--docker");
+	if (opts.ssh) args.push(...opts.ssh.brokerArgs);
 	// The broker logs "broker starting" at info; ask for info only to learn the port.
 	args[args.indexOf("warn")] = "info";
 	const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });

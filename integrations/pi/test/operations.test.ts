@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { pi } from "../src/pi.js";
-import { type BrokerOperations, brokerOperations } from "../src/operations.js";
+import { type BrokerOperations, WorkspaceRoutes, brokerOperations } from "../src/operations.js";
 import { type BrokerTools, brokerTools } from "../src/tools.js";
 import { type RunningBroker, dockerUnavailable, makePng, rejection, startBroker, textOf } from "./helpers.js";
 
@@ -112,6 +112,47 @@ for (const backend of ["local", "docker"] as const) {
 					assert.equal(err.message, "EACCES: permission denied, access '/etc/hostname'");
 				});
 			}
+			test("a large file is streamed on pi >= 1.5.1, never fetched whole", async () => {
+				await put("big.txt", lines(200_000));
+				let whole = 0;
+				let streamed = 0;
+				const counting = {
+					...ops.read,
+					readFile: (p: string) => {
+						whole++;
+						return ops.read.readFile(p);
+					},
+					createReadStream: (p: string, o: { signal?: AbortSignal }) => {
+						streamed++;
+						return ops.read.createReadStream(p, o);
+					},
+				};
+				const r = await createReadTool(root, { operations: counting }).execute("t", { path: "big.txt", offset: 100, limit: 3 });
+				assert.equal(textOf(r), "line 100\nline 101\nline 102\n\n[199898 more lines in file. Use offset=103 to continue.]");
+				const [major, minor, patch] = pi.VERSION.split(".").map(Number);
+				const streams = major > 1 || (major === 1 && (minor > 5 || (minor === 5 && patch >= 1)));
+				assert.deepEqual({ whole, streamed }, streams ? { whole: 0, streamed: 1 } : { whole: 1, streamed: 0 });
+			});
+			test("readStream: leaving early closes the answer, errors are Node's", async () => {
+				const size = Buffer.byteLength(lines(200_000));
+				await put("big2.txt", lines(200_000));
+				const routes = new WorkspaceRoutes(ops.client, ws);
+				let first = 0;
+				for await (const c of routes.readStream(`${root}/big2.txt`)) {
+					first = c.length;
+					break;
+				}
+				assert.ok(first > 0 && first < size, `first chunk ${first} of ${size}`);
+				const err = await rejection(async () => {
+					for await (const _ of routes.readStream(`${root}/nope.txt`, "nope.txt")) {
+						// never reached
+					}
+				});
+				assert.equal(err.message, "ENOENT: no such file or directory, open 'nope.txt'");
+				let all = 0;
+				for await (const c of routes.readStream(`${root}/big2.txt`)) all += c.length;
+				assert.equal(all, size);
+			});
 			test("~ is the workspace root (brokerTools)", async () => {
 				await put("tilde.txt", "at the root");
 				const r = await tools.read.execute("t", { path: "~/tilde.txt" }, undefined, undefined, undefined as never);
