@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -34,13 +36,21 @@ func Main(args []string) int {
 		return 0
 	case "serve":
 		undumpable()
+		// A write to a connection whose peer died must fail, not kill the
+		// agent before it has killed what that peer was running.
+		signal.Ignore(syscall.SIGPIPE)
 		reserveThreads(agentThreads)
 		go reapChildren()
 		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		s := &Server{Logger: logger}
 		switch {
 		case len(args) == 2 && args[1] == "--stdio":
-			return exitCode(s.ServeConn(stdio{}))
+			err := s.ServeConn(stdio{})
+			// The connection is gone (sshd killed, the network lost):
+			// each stream's handler kills the command it was running,
+			// as nobody waits for it anymore, before the agent exits.
+			s.Wait()
+			return exitCode(err)
 		case len(args) == 3 && args[1] == "--socket":
 			return exitCode(serveSocket(s, args[2]))
 		}
