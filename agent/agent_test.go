@@ -116,6 +116,17 @@ func TestExecOutputAndStatus(t *testing.T) {
 	}
 }
 
+// TestCommandsStartWithDefaultSignals: no signal is ignored in a
+// command, whatever the agent and reaper do with theirs: a pipeline's
+// writer ends quietly on SIGPIPE, a SIGTERM ends a command.
+func TestCommandsStartWithDefaultSignals(t *testing.T) {
+	c, _ := serve(t)
+	res, out, err := run(t, c, `grep SigIgn /proc/self/status; yes | head -n 1`, 0)
+	if err != nil || res.ExitCode != 0 || out != "SigIgn:\t0000000000000000\ny\n" {
+		t.Errorf("exit %d, output %q, %v", res.ExitCode, out, err)
+	}
+}
+
 // TestKillReachesEnvClearingSetsidEscape: a process that leaves its
 // group with setsid, clears its environment and whose parent exits (so it
 // is orphaned) is still killed with its command: orphans go to the

@@ -34,11 +34,12 @@
 // Each command runs under a reaper of its own: the agent re-executes itself
 // as "wsb-sftp-server reap", which becomes a child subreaper
 // (PR_SET_CHILD_SUBREAPER) and starts `SHELL -c COMMAND` in a new process
-// group. Every descendant, whether it calls setsid, double-forks or clears
+// group. Reapers are started ahead of time and reused once their subtree
+// is empty (reapers.go). Every descendant, whether it calls setsid, double-forks or clears
 // its environment, stays below the reaper: when its parent dies it is
 // re-parented to the reaper, not to the container's init. A kill (the
 // client's Kill frame, or the client vanishing before the command exited)
-// is SIGTERM to the reaper, which ends its whole subtree (package
+// is a message on the reaper's control socket; the reaper ends its whole subtree (package
 // killtree's KillSubtree: SIGTERM, a grace, SIGKILL rounds until empty,
 // pidfds against pid reuse) and reports how many it signalled. After the
 // command exits, the reaper stays while background children live, reaping

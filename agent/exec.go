@@ -2,33 +2,24 @@ package agent
 
 import (
 	"bufio"
-	"encoding/json"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
-// ReapMode is the first argument that makes the agent's binary a reaper.
+// ReapMode is the argument that makes the agent's binary a reaper.
 const ReapMode = "reap"
-
-// reapArgvKey is the environment variable that hands a reaper its
-// command's argv, as JSON; the reaper takes it out of the environment
-// the command gets.
-const reapArgvKey = "WSB_REAP_ARGV"
 
 // execStream is one exec request being served.
 type execStream struct {
 	st  net.Conn
 	wmu sync.Mutex // serialises frames
-	cmd *exec.Cmd
+	r   *reaper    // runs the command as job id
+	id  uint64
 
 	mu     sync.Mutex
-	ready  bool // the reaper handles SIGTERM (before, it would die of it)
 	exited bool // the command's status was sent
 	killed bool // a kill was asked for
 	sent   bool // the kill was sent to the reaper
@@ -64,19 +55,12 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		_ = e.frame(FrameError, []byte("start: no pipes"))
 		return
 	}
-	argv, err := json.Marshal(spec.argv())
-	if err != nil {
-		_ = e.frame(FrameError, []byte("start: "+err.Error()))
-		return
-	}
-	// The command goes in the environment, not the reaper's arguments:
-	// `ps` and `pgrep -f` would find every reaper of a command otherwise.
-	cmd := exec.Command(s.self(), ReapMode, strconv.FormatInt(spec.GraceMS, 10), spec.Cwd)
-	cmd.Env = append(append(os.Environ(), spec.Env...), reapArgvKey+"="+string(argv))
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{statW}
-	e.cmd = cmd
-	err = cmd.Start()
+	r, id, err := s.startJob(reapJob{
+		Argv:    spec.argv(),
+		Env:     append(os.Environ(), spec.Env...),
+		Cwd:     spec.Cwd,
+		GraceMS: spec.GraceMS,
+	}, outW, errW, statW)
 	for _, w := range pipes {
 		w.Close()
 	}
@@ -87,13 +71,11 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		_ = e.frame(FrameError, []byte("start: "+err.Error()))
 		return
 	}
-	// The reaper ends when its subtree is empty; reapChildren collects it.
-	defer func() { _ = cmd.Process.Release() }()
-
+	e.r, e.id = r, id
 	var relays sync.WaitGroup
 	relays.Add(2)
 	go func() { defer relays.Done(); e.relayOutput(outR, FrameOutput, true) }()
-	go func() { defer relays.Done(); e.relayStatus(statR) }()
+	go func() { defer relays.Done(); e.relayStatus(s, statR) }()
 	if spec.Stderr {
 		relays.Add(1)
 		go func() { defer relays.Done(); e.relayOutput(errR, FrameStderr, false) }()
@@ -121,30 +103,15 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 	relays.Wait()
 }
 
-// kill asks the reaper to end its subtree; it answers with a "killed"
-// status line. A kill asked for before the reaper is ready is sent when
-// it is.
+// kill asks the reaper to end the command's subtree; it answers with a
+// "killed" status line.
 func (e *execStream) kill() {
 	e.mu.Lock()
-	e.killed = true
-	send := e.ready && !e.sent
-	e.sent = e.sent || send
+	send := !e.sent
+	e.killed, e.sent = true, true
 	e.mu.Unlock()
 	if send {
-		_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	}
-}
-
-// becomeReady records that the reaper handles SIGTERM and sends a kill
-// that waited for it.
-func (e *execStream) becomeReady() {
-	e.mu.Lock()
-	e.ready = true
-	send := e.killed && !e.sent
-	e.sent = e.sent || send
-	e.mu.Unlock()
-	if send {
-		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+		e.r.kill(e.id)
 	}
 }
 
@@ -174,15 +141,16 @@ func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
 
 // relayStatus turns the reaper's status lines into frames. A reaper that
 // ends without an exit line (killed from outside) reports its own end.
-func (e *execStream) relayStatus(r *os.File) {
+func (e *execStream) relayStatus(s *Server, r *os.File) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sawKilled := false
 	for sc.Scan() {
 		kind, arg, _ := strings.Cut(sc.Text(), " ")
 		switch kind {
-		case "ready":
-			e.becomeReady()
+		case "idle":
+			// The subtree is empty: the reaper can serve another command.
+			s.reuse(e.r)
 		case "exit":
 			e.mu.Lock()
 			e.exited = true

@@ -38,11 +38,13 @@ func Main(args []string) int {
 		undumpable()
 		// A write to a connection whose peer died must fail, not kill the
 		// agent before it has killed what that peer was running.
-		signal.Ignore(syscall.SIGPIPE)
+		absorbSignals(syscall.SIGPIPE)
 		reserveThreads(agentThreads)
 		go reapChildren()
 		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		s := &Server{Logger: logger}
+		// The first command finds its reaper started too.
+		go s.refillReapers()
 		switch {
 		case len(args) == 2 && args[1] == "--stdio":
 			err := s.ServeConn(stdio{})
@@ -93,6 +95,14 @@ func serveSocket(s *Server, path string) error {
 			_ = unix.Dup3(int(devnull.Fd()), 2, 0)
 		}
 	})
+}
+
+// absorbSignals keeps sigs from ending the process. It catches them
+// rather than ignoring them: an ignored signal stays ignored in every
+// program a reaper starts (a command that ignores SIGPIPE or SIGTERM
+// does not stop when it should), a caught one is reset for them.
+func absorbSignals(sigs ...os.Signal) {
+	signal.Notify(make(chan os.Signal, 1), sigs...)
 }
 
 // undumpable keeps processes of the same user (every workspace command)

@@ -3,111 +3,253 @@
 package agent
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wsbroker/wsbroker/killtree"
 )
 
-// Reap is the reaper's main: args are GRACE_MS CWD, the command's argv is
-// JSON in $WSB_REAP_ARGV, the rest of the
-// environment is the command's, fd 3 receives status lines ("exit N",
-// "killed N", or why the command could not start). It returns the exit
-// code of the reaper itself.
+// Reap is the reaper's main (see reapers.go). It readies itself, then
+// serves jobs from the control socket at fd 3 one at a time, each until
+// its subtree is empty, writing status lines ("exit N", "killed N", why
+// the command could not start, then "idle") to the job's status pipe. It
+// returns the exit code of the reaper itself: 0 when the agent closed the
+// control socket.
 func Reap(args []string) int {
-	// The status pipe is the reaper's alone: the command must not inherit
-	// it (it could forge an exit line).
-	syscall.CloseOnExec(3)
-	status := os.NewFile(3, "status")
-	var smu sync.Mutex
-	say := func(format string, a ...any) {
-		smu.Lock()
-		defer smu.Unlock()
-		fmt.Fprintf(status, format+"\n", a...)
-	}
-	var argv []string
-	if len(args) != 2 || status == nil || json.Unmarshal([]byte(os.Getenv(reapArgvKey)), &argv) != nil || len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap GRACE_MS CWD, with $"+reapArgvKey+" (started by the agent)")
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap, with a control socket on fd 3 (started by the agent)")
 		return 2
 	}
-	os.Unsetenv(reapArgvKey)
-	graceMS, _ := strconv.ParseInt(args[0], 10, 64)
-	cwd := args[1]
-	if why := checkDir(cwd); why != "" {
-		say("%s", why)
-		return 0
-	}
+	// Everything a command need not wait for happens before its job comes.
+	syscall.CloseOnExec(3)
 	reserveThreads(reservedThreads)
-	if err := killtree.BecomeSubreaper(); err != nil {
-		say("start: subreaper: %v", err)
-		return 1
-	}
-	// Signals for the reaper arrive before the child exists too.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT)
-	// From here SIGTERM is a kill, not the reaper's death: the agent
-	// holds a kill back until it reads this.
-	say("ready")
+	subreaperErr := killtree.BecomeSubreaper()
+	// Kills come on the control socket; signals from the workspace's
+	// commands (the same user) must not end the reaper.
+	absorbSignals(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGTERM)
 
-	prog, err := exec.LookPath(argv[0])
-	if err != nil {
-		say("start: %v", err)
-		return 0
+	jobs := make(chan ctlJob, 1)
+	kills := make(chan uint64, 16)
+	gone := make(chan struct{})
+	go readCtl(3, jobs, kills, gone)
+	for {
+		select {
+		case <-kills: // for a job already done
+		case j, ok := <-jobs:
+			if !ok {
+				return 0
+			}
+			if subreaperErr != nil {
+				j.say("start: subreaper: %v", subreaperErr)
+				return 1
+			}
+			runJob(j, kills, gone)
+			j.say("idle")
+			j.status.Close()
+		}
 	}
-	proc, err := os.StartProcess(prog, argv, &os.ProcAttr{
-		Dir:   cwd,
+}
+
+// ctlJob is a job with its streams.
+type ctlJob struct {
+	reapJob
+	out, errw, status *os.File
+}
+
+func (j ctlJob) say(format string, a ...any) {
+	fmt.Fprintf(j.status, format+"\n", a...)
+}
+
+// runJob starts the job's command and serves its subtree until empty.
+func runJob(j ctlJob, kills <-chan uint64, gone <-chan struct{}) {
+	defer j.out.Close()
+	defer j.errw.Close()
+	if why := checkDir(j.Cwd); why != "" {
+		j.say("%s", why)
+		return
+	}
+	// The command's PATH finds its program, as its shell would.
+	os.Clearenv()
+	for _, kv := range j.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	prog, err := exec.LookPath(j.Argv[0])
+	if err != nil {
+		j.say("start: %v", err)
+		return
+	}
+	proc, err := os.StartProcess(prog, j.Argv, &os.ProcAttr{
+		Dir:   j.Cwd,
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: []*os.File{os.Stdin, j.out, j.errw},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
-		say("start: %v", err)
-		return 0
+		j.say("start: %v", err)
+		return
 	}
 	// The reaper holds no end of the command's output: the streams end
 	// when the last of its processes closes it.
-	devnull, _ := os.Open(os.DevNull)
-	for _, fd := range []int{0, 1, 2} {
-		_ = syscall.Dup3(int(devnull.Fd()), fd, 0)
+	j.out.Close()
+	j.errw.Close()
+	var smu sync.Mutex // serve's goroutine and reap callbacks both speak
+	say := func(format string, a ...any) {
+		smu.Lock()
+		defer smu.Unlock()
+		j.say(format, a...)
 	}
-
-	serve(proc.Pid, term, time.Duration(graceMS)*time.Millisecond, say)
-	return 0
+	serve(proc.Pid, j.ID, kills, gone, time.Duration(j.GraceMS)*time.Millisecond, say)
 }
 
 // serve reaps the subtree until it is empty, reporting the main child's
-// exit, and kills it all when term fires. One goroutine does both, woken
-// by SIGCHLD: a fork bomb below makes zombies without pause, and a loop
-// blocked in wait4 would keep the kill from ever being scheduled.
-func serve(main int, term <-chan os.Signal, grace time.Duration, say func(string, ...any)) {
+// exit, and kills it all on a kill of job id or when the agent is gone.
+// One goroutine does both, woken by SIGCHLD: a fork bomb below makes
+// zombies without pause, and a loop blocked in wait4 would keep the kill
+// from ever being scheduled.
+func serve(main int, id uint64, kills <-chan uint64, gone <-chan struct{}, grace time.Duration, say func(string, ...any)) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
 	reap := func() bool { return reapReady(main, func(code int) { say("exit %d", code) }) }
 	tick := time.NewTicker(time.Second) // in case a SIGCHLD was merged away
 	defer tick.Stop()
+	killAll := func() {
+		n, err := killtree.KillSubtree(grace, func() { reap() })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+		}
+		say("killed %d", n)
+	}
 	for reap() {
 		select {
 		case <-chld:
 		case <-tick.C:
-		case <-term:
-			n, err := killtree.KillSubtree(grace, func() { reap() })
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+		case k := <-kills:
+			if k == id {
+				killAll()
 			}
-			say("killed %d", n)
+		case <-gone:
+			gone = nil // nobody reads the output anymore
+			killAll()
 		}
 	}
+}
+
+// readCtl reads the agent's messages on the control socket ctl until it
+// ends, when it closes gone and jobs.
+func readCtl(ctl int, jobs chan<- ctlJob, kills chan<- uint64, gone chan<- struct{}) {
+	defer close(jobs)
+	defer close(gone)
+	for {
+		m, files, err := readCtlMsg(ctl)
+		switch {
+		case err != nil:
+			for _, f := range files {
+				f.Close()
+			}
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+			}
+			return
+		case m.Job != nil && len(files) == 3 && len(m.Job.Argv) > 0:
+			jobs <- ctlJob{reapJob: *m.Job, out: files[0], errw: files[1], status: files[2]}
+		case m.Kill != 0:
+			kills <- m.Kill
+		default:
+			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: a bad message from the agent")
+			return
+		}
+	}
+}
+
+// readCtlMsg reads one message (reapers.go's send); descriptors arrive
+// close-on-exec.
+func readCtlMsg(ctl int) (ctlMsg, []*os.File, error) {
+	var m ctlMsg
+	hdr := make([]byte, 4)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := unix.Recvmsg(ctl, hdr, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return m, nil, fmt.Errorf("control socket: %w", err)
+	}
+	if n == 0 {
+		return m, nil, io.EOF
+	}
+	var files []*os.File
+	if oobn > 0 {
+		fds, err := parseRights(oob[:oobn])
+		if err != nil {
+			return m, nil, fmt.Errorf("control socket: %w", err)
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "stream"))
+		}
+	}
+	if err := readFull(ctl, hdr[n:]); err != nil {
+		return m, files, err
+	}
+	size := binary.BigEndian.Uint32(hdr)
+	if size > maxCtlMsg {
+		return m, files, fmt.Errorf("control socket: a message of %d bytes", size)
+	}
+	body := make([]byte, size)
+	if err := readFull(ctl, body); err != nil {
+		return m, files, err
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, files, fmt.Errorf("control socket: %w", err)
+	}
+	return m, files, nil
+}
+
+// readFull reads len(p) bytes from fd, which blocks.
+func readFull(fd int, p []byte) error {
+	for len(p) > 0 {
+		n, err := unix.Read(fd, p)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("control socket: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("control socket: %w", io.ErrUnexpectedEOF)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// parseRights returns the descriptors of the SCM_RIGHTS messages in oob.
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			return nil, err
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
 }
 
 // reapReady collects every child that has ended, without waiting,

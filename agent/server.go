@@ -23,6 +23,8 @@ type Server struct {
 	Logger *slog.Logger
 
 	wg sync.WaitGroup
+
+	reapers reaperPool // idle reapers (reapers.go)
 }
 
 // ServeConn speaks the protocol on one connection until it ends. It

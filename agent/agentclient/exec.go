@@ -11,17 +11,15 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// ExecConfig are a command's settings that come from the backend.
-type ExecConfig struct {
-	Shell               string
-	KillGrace           time.Duration
-	DrainIdle, MaxDrain time.Duration
-}
+// ExecConfig are a command's settings that come from the backend's
+// configuration (RgPath is not used here).
+type ExecConfig = execconf.Exec
 
 // giveUpAfterKill is how long Exec waits for the exit once the kill is
 // done before it abandons the command.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -343,11 +344,18 @@ func testProcWorkdir(t *testing.T, mode string) {
 	}
 }
 
-// serverPid finds the SFTP server's pid from inside the container.
+// serverPid finds the SFTP server's pid from inside the container: the
+// agent's, not one of its reapers (the same binary).
 func serverPid(t *testing.T, ws *docker.Workspace, name string) string {
 	t.Helper()
-	out, _ := dockerCLI(t, "exec", ws.ContainerID(), "pgrep", "-f", name)
-	return out
+	out, _ := dockerCLI(t, "exec", ws.ContainerID(), "pgrep", "-af", name)
+	var pids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if pid, cmd, ok := strings.Cut(line, " "); ok && !strings.HasSuffix(cmd, " "+agent.ReapMode) {
+			pids = append(pids, pid)
+		}
+	}
+	return strings.Join(pids, " ")
 }
 
 // TestSFTPChannelReconnect: the server killed inside the container, the
@@ -710,11 +718,26 @@ func TestContainerRemovedBehindTheBrokersBack(t *testing.T) {
 func TestCommandsRunThroughTheAgent(t *testing.T) {
 	b := newBackend(t)
 	ws := create(t, b, nil)
+	transport := func(ws opsapi.Workspace) opsapi.Transport { return ws.(opsapi.TransportReporter).Transport() }
+	if got := transport(ws); !got.Agent || got.Detail != "the agent starts at the first call" {
+		t.Errorf("before the first call: %+v", got)
+	}
 	out := sh(t, ws, `tr '\0' ' ' < /proc/$PPID/cmdline`)
 	if !strings.Contains(out, docker.InjectedSFTPServer+" reap") {
 		t.Fatalf("the command's parent is %q, want the agent's reaper", out)
 	}
 	if out := sh(t, ws, `ls -A `+docker.AgentRunDir); !strings.Contains(out, ".sock") {
 		t.Errorf("no agent socket in the run directory: %q", out)
+	}
+	if got := transport(ws); got != (opsapi.Transport{Agent: true}) {
+		t.Errorf("with the agent up: %+v", got)
+	}
+
+	off := create(t, newBackend(t, func(c *docker.Config) { c.Agent = docker.AgentOff }), nil)
+	if got := transport(off); got.Agent || got.Detail != "agent: off in the configuration" {
+		t.Errorf("agent off: %+v", got)
+	}
+	if out := sh(t, off, `tr '\0' ' ' < /proc/$PPID/cmdline`); strings.Contains(out, " reap") {
+		t.Errorf("agent off, yet the command's parent is %q", out)
 	}
 }
