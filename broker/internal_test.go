@@ -5,10 +5,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
+	"github.com/wsbroker/wsbroker/workspaces"
 )
 
 // TestRecoverer: a panicking handler answers a 500 problem and the server
@@ -78,5 +81,19 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(Config{Tokens: []string{"t"}}, nil, slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("New accepted no backends")
+	}
+}
+
+// TestWorkspaceInfoCarriesTransport: a backend's transport report reaches
+// GET /v1/workspaces/{id}; a backend without one leaves it out.
+func TestWorkspaceInfoCarriesTransport(t *testing.T) {
+	got := workspaceInfo(workspaces.Info{ID: "a", Transport: &opsapi.Transport{Detail: "agent: off in the configuration"}})
+	b, _ := json.Marshal(got)
+	if !strings.Contains(string(b), `"transport":{"agent":false,"detail":"agent: off in the configuration"}`) {
+		t.Errorf("with a transport: %s", b)
+	}
+	b, _ = json.Marshal(workspaceInfo(workspaces.Info{ID: "a"}))
+	if strings.Contains(string(b), "transport") {
+		t.Errorf("without one: %s", b)
 	}
 }

@@ -55,6 +55,7 @@ var wireSchemas = map[string]wireSchema{
 	"CreateRequest":  {types: []any{wire.CreateRequest{}}, request: true},
 	"Workspace":      {types: []any{wire.WorkspaceInfo{}}},
 	"Confinement":    {types: []any{wire.Confinement{}}},
+	"Transport":      {types: []any{wire.Transport{}}},
 	"WorkspaceList":  {types: []any{wire.WorkspaceList{}}},
 	"ToolDefinition": {types: []any{wire.ToolDefinition{}}},
 	"ToolList":       {types: []any{wire.ToolList{}}},

@@ -43,6 +43,9 @@ func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
 			Network: c.Network, LandlockABI: c.LandlockABI, Seccomp: c.Seccomp, PIDNamespace: c.PIDNamespace, Cgroup: c.Cgroup,
 		}
 	}
+	if t := i.Transport; t != nil {
+		out.Transport = &wire.Transport{Agent: t.Agent, Detail: t.Detail}
+	}
 	return out
 }
 

@@ -129,6 +129,25 @@ type NetworkChooser interface {
 	WithNetwork(options json.RawMessage, network string) (json.RawMessage, error)
 }
 
+// TransportReporter is an optional ability of a Workspace: whether its
+// commands and files go through the in-box agent or, where the agent
+// cannot run, through the backend's fallback, and why
+// (GET /v1/workspaces/{id}).
+type TransportReporter interface {
+	Transport() Transport
+}
+
+// Transport is how a workspace's calls reach it.
+type Transport struct {
+	// Agent: through the in-box agent (its own connection, a subreaper
+	// per command); false: through the fallback (the engine's exec, one
+	// SSH session per command).
+	Agent bool
+	// Detail says why the fallback is in use, or that the agent starts
+	// at the first call.
+	Detail string
+}
+
 // ConfinementReporter is an optional ability of a Workspace: what confines
 // its commands on this host, layer by layer, so a reviewer sees exactly
 // what holds (GET /v1/workspaces/{id}). A backend without it reports

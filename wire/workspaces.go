@@ -28,6 +28,21 @@ type WorkspaceInfo struct {
 	// Confinement is what confines the workspace's commands on this host,
 	// layer by layer; absent for a backend that does not report it.
 	Confinement *Confinement `json:"confinement,omitempty"`
+	// Transport is how calls reach the workspace (docker and ssh):
+	// through the in-box agent or the fallback; absent for a backend
+	// without an agent.
+	Transport *Transport `json:"transport,omitempty"`
+}
+
+// Transport says whether a workspace's calls go through the in-box agent
+// (opsapi.Transport).
+type Transport struct {
+	// Agent: through the in-box agent; false: through the backend's
+	// fallback (the engine's exec, an SSH session per command).
+	Agent bool `json:"agent"`
+	// Detail says why the fallback is in use, or that the agent starts
+	// at the first call.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Confinement is a workspace's effective confinement

@@ -93,6 +93,9 @@ type Info struct {
 	// Confinement is what confines the workspace's commands
 	// (opsapi.ConfinementReporter); nil when the backend does not say.
 	Confinement *opsapi.Confinement
+	// Transport is how calls reach the workspace
+	// (opsapi.TransportReporter); nil when the backend does not say.
+	Transport *opsapi.Transport
 }
 
 // ID is the workspace's id.
@@ -110,6 +113,10 @@ func (w *Workspace) Info() Info {
 	if c, ok := opsapi.As[opsapi.ConfinementReporter](w.ws); ok {
 		conf := c.Confinement()
 		i.Confinement = &conf
+	}
+	if t, ok := opsapi.As[opsapi.TransportReporter](w.ws); ok {
+		tr := t.Transport()
+		i.Transport = &tr
 	}
 	return i
 }

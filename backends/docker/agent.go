@@ -17,6 +17,7 @@ import (
 	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // AgentRunDir is where a workspace's run directory appears inside its
@@ -36,6 +37,7 @@ const agentRetry = time.Minute
 // there.
 type agentSetup struct {
 	on       bool
+	why      string // why not, when off
 	runDir   string
 	uid, gid int
 }
@@ -45,14 +47,17 @@ type agentSetup struct {
 func (b *Backend) setupAgent() {
 	c := b.cfg
 	if c.Agent == AgentOff {
+		b.agent.why = "agent: off in the configuration"
 		return
 	}
 	if b.injectBinary == "" {
+		b.agent.why = "no agent binary is injected"
 		b.logger.Info("no agent: no binary is injected; commands and files go through the engine's exec")
 		return
 	}
 	uid, gid, ok := numericUser(c.User)
 	if !ok {
+		b.agent.why = "the agent's run directory needs a numeric user (uid:gid) to own it"
 		b.logger.Info("no agent: its run directory needs a numeric user (uid:gid) to own it", "user", c.User)
 		return
 	}
@@ -62,6 +67,7 @@ func (b *Backend) setupAgent() {
 		run = filepath.Join(os.TempDir(), "wsbroker-run-"+hex.EncodeToString(sum[:6]))
 	}
 	if err := os.MkdirAll(run, 0o700); err != nil {
+		b.agent.why = "the agents' run directory cannot be made"
 		b.logger.Warn("no agent: its run directory cannot be made", "dir", run, "err", err)
 		return
 	}
@@ -135,6 +141,7 @@ func (w *Workspace) agentClient(ctx context.Context) *agentclient.Client {
 	if err != nil {
 		if ctx.Err() == nil {
 			w.agentRetryAt = time.Now().Add(agentRetry)
+			w.agentFailed.Store(&agentFailure{until: w.agentRetryAt, err: err.Error()})
 			w.logger.Warn("the agent could not be started; using the engine's exec for a while", "err", err)
 		}
 		return nil
@@ -184,15 +191,35 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 	return c, nil
 }
 
+// agentFailure is the last failed start of a workspace's agent.
+type agentFailure struct {
+	until time.Time // the engine's exec is used until then
+	err   string
+}
+
+// Transport says whether the workspace's calls go through its agent
+// (opsapi.TransportReporter).
+func (w *Workspace) Transport() opsapi.Transport {
+	if w.agentDir == "" {
+		why := w.b.agent.why
+		if why == "" {
+			why = "the workspace has no agent run directory"
+		}
+		return opsapi.Transport{Detail: why}
+	}
+	if c := w.agentLive.Load(); c != nil && !c.IsClosed() {
+		return opsapi.Transport{Agent: true}
+	}
+	if f := w.agentFailed.Load(); f != nil && time.Now().Before(f.until) {
+		return opsapi.Transport{Detail: fmt.Sprintf("the agent could not be started (%s); the engine's exec until %s",
+			f.err, f.until.UTC().Format(time.RFC3339))}
+	}
+	return opsapi.Transport{Agent: true, Detail: "the agent starts at the first call"}
+}
+
 // closeAgent ends the agent connection, if one is open.
 func (w *Workspace) closeAgent() {
 	if c := w.agentLive.Swap(nil); c != nil {
 		c.Close()
 	}
-}
-
-// agentExecConfig are the backend's command settings for the agent.
-func (b *Backend) agentExecConfig() agentclient.ExecConfig {
-	rc := b.remoteexecConfig()
-	return agentclient.ExecConfig{Shell: rc.Shell, KillGrace: rc.KillGrace, DrainIdle: rc.DrainIdle, MaxDrain: rc.MaxDrain}
 }

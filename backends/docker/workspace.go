@@ -43,6 +43,7 @@ type Workspace struct {
 	agentSem     chan struct{} // held while an agent is started
 	agentLive    atomic.Pointer[agentclient.Client]
 	agentRetryAt time.Time // guarded by agentSem
+	agentFailed  atomic.Pointer[agentFailure]
 
 	chanSem chan struct{} // held while the channel is looked at or opened
 	ch      *channel      // guarded by chanSem
@@ -343,7 +344,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	var res opsapi.ExecResult
 	var err error
 	if c := w.agentClient(ctx); c != nil {
-		res, err = c.Exec(ctx, req, cwd, req.Env, w.b.agentExecConfig())
+		res, err = c.Exec(ctx, req, cwd, req.Env, w.b.cfg.Exec)
 		if err != nil {
 			err = opsapi.E(op, req.Cwd, nil, err)
 		}

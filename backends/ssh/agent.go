@@ -170,6 +170,32 @@ func (c sessionConn) Close() error {
 	return errors.Join(c.WriteCloser.Close(), c.s.Close())
 }
 
+// Transport says whether the workspace's commands go through the host's
+// agent (opsapi.TransportReporter). Files always use the connection's own
+// SFTP subsystem.
+func (w *Workspace) Transport() opsapi.Transport {
+	b := w.host.b
+	switch {
+	case b.cfg.InboxAgent == InboxAgentOff:
+		return opsapi.Transport{Detail: "inboxAgent: off in the configuration"}
+	case b.agent == nil:
+		return opsapi.Transport{Detail: "no agent binary for this host"}
+	}
+	h := w.host
+	h.mu.Lock()
+	c := h.cur
+	h.mu.Unlock()
+	switch {
+	case c == nil || c.dead.Load():
+		return opsapi.Transport{Agent: true, Detail: "the agent starts with the next connection"}
+	case c.agent == nil:
+		return opsapi.Transport{Detail: c.noAgent}
+	case c.agent.IsClosed():
+		return opsapi.Transport{Detail: "the agent's session ended; commands run in a session each until the next connection"}
+	}
+	return opsapi.Transport{Agent: true}
+}
+
 // agentFor is the host's live agent, nil when it has none.
 func (h *host) agentFor(ctx context.Context) *agentclient.Client {
 	c, err := h.get(ctx)
@@ -190,8 +216,7 @@ func randomHex() string {
 func (w *Workspace) agentExec(ctx context.Context, a *agentclient.Client, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
 	cfg := w.host.b.cfg
 	env := append(append([]string{"LANG=C.UTF-8", "TERM=dumb"}, req.Env...), w.marker)
-	res, err := a.Exec(ctx, req, opsapi.Resolve(w.root, req.Cwd), env, agentclient.ExecConfig{
-		Shell: cfg.Shell, KillGrace: cfg.KillGrace, DrainIdle: cfg.DrainIdle, MaxDrain: cfg.MaxDrain})
+	res, err := a.Exec(ctx, req, opsapi.Resolve(w.root, req.Cwd), env, cfg.Exec)
 	if err != nil {
 		return res, opsapi.E("ssh.Exec", req.Cwd, nil, err)
 	}

@@ -51,13 +51,14 @@ type host struct {
 
 // conn is one live connection.
 type conn struct {
-	client *ssh.Client
-	sftp   *sftp.Client
-	home   string
-	id     sftpops.Identity
-	dead   atomic.Bool
-	killer *killHelper         // nil when it could not start
-	agent  *agentclient.Client // the in-box agent; nil when it could not start
+	client  *ssh.Client
+	sftp    *sftp.Client
+	home    string
+	id      sftpops.Identity
+	dead    atomic.Bool
+	killer  *killHelper         // nil when it could not start
+	agent   *agentclient.Client // the in-box agent; nil when it could not start
+	noAgent string              // why agent is nil
 
 	// spare is a session channel opened ahead, on one of the command
 	// slots, for the next command: it then waits for its exec alone, not
@@ -208,6 +209,7 @@ func (h *host) connect() (*conn, error) {
 	c.id = id
 	c.killer = h.startKillHelper(client)
 	if c.agent, err = h.startAgent(client, sc2, home); err != nil {
+		c.noAgent = "the agent could not be started: " + err.Error()
 		h.log.Warn("no in-box agent on this host; commands run in a session each", "err", err)
 	}
 	h.log.Info("connected", "home", home, "uid", id.UID, "took", time.Since(begin))

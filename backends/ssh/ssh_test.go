@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/backendtest"
+	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/backends/ssh/sshtest"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -47,5 +48,16 @@ func TestCommandsRunThroughTheAgent(t *testing.T) {
 			t.Errorf("the second backend uploaded again: %s cached files, %d before", n, cached)
 		}
 		_, _ = fmt.Sscan(n, &cached)
+		if got := ws.(opsapi.TransportReporter).Transport(); got != (opsapi.Transport{Agent: true}) {
+			t.Errorf("with the agent up: %+v", got)
+		}
+	}
+	b := newBackend(t, srv, func(c *ssh.Config) { c.InboxAgent = ssh.InboxAgentOff })
+	ws, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: "agent-off", Options: rootOpts(srv, filepath.Join(srv.WorkDir(t), "off"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.(opsapi.TransportReporter).Transport(); got.Agent || got.Detail != "inboxAgent: off in the configuration" {
+		t.Errorf("agent off: %+v", got)
 	}
 }

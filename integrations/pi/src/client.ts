@@ -26,6 +26,16 @@ export interface WorkspaceInfo {
 	gone?: string;
 	/** What confines the workspace's commands on this host; absent when the backend does not say. */
 	confinement?: Confinement;
+	/** How calls reach the workspace (docker and ssh); absent for a backend without an in-box agent. */
+	transport?: Transport;
+}
+
+/** Whether a workspace's calls go through the in-box agent (wire.Transport). */
+export interface Transport {
+	/** True: through the in-box agent; false: through the backend's fallback. */
+	agent: boolean;
+	/** Why the fallback is in use, or that the agent starts at the first call. */
+	detail?: string;
 }
 
 /** A workspace's effective confinement, layer by layer (wire.Confinement). */
