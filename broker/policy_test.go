@@ -237,6 +237,19 @@ func TestRedactionFinalAndStreamed(t *testing.T) {
 	}
 }
 
+// TestRedactionBeforeGrepCutsLines: grep cuts a line at 500 characters;
+// a secret across the cut is redacted whole, not cut to a prefix the rule
+// no longer matches.
+func TestRedactionBeforeGrepCutsLines(t *testing.T) {
+	tc, ws := policyTenancy(t)
+	writeHost(t, ws, "src/long.txt", "hello "+strings.Repeat("x", 490)+"SECRET-555555 tail\n")
+	r := tc.tool(ws, "grep", map[string]any{"pattern": "hello", "path": "src/long.txt"})
+	// The cut falls inside the marker now, not inside the secret.
+	if strings.Contains(text(r), "SECR") || !strings.Contains(text(r), "x[RED... [truncated]") {
+		t.Fatalf("grep result %q", text(r))
+	}
+}
+
 // TestAuditHoldsNoSecrets: tokens, file contents and env values never
 // reach the audit file, though the calls that carried them are recorded.
 func TestAuditHoldsNoSecrets(t *testing.T) {

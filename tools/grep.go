@@ -70,7 +70,7 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	if err != nil {
 		return Result{}, err
 	}
-	lines := formatGrepLines(res.Lines, limit)
+	lines := formatGrepLines(res.Lines, limit, redaction(ctx))
 	if lines.matches == 0 {
 		return Result{Content: []Content{TextContent("No matches found")}}, nil
 	}
@@ -108,9 +108,10 @@ type grepLines struct {
 }
 
 // formatGrepLines prints matches as "path:line: text" and context as
-// "path-line- text", each cut to GrepMaxLineLength, stopping at limit
-// matches for a backend that ignored Limit.
-func formatGrepLines(lines []opsapi.SearchLine, limit int) grepLines {
+// "path-line- text", each redacted by redact (when not nil) and then cut
+// to GrepMaxLineLength, stopping at limit matches for a backend that
+// ignored Limit.
+func formatGrepLines(lines []opsapi.SearchLine, limit int, redact func(string) string) grepLines {
 	var g grepLines
 	for _, l := range lines {
 		if l.Match {
@@ -123,6 +124,9 @@ func formatGrepLines(lines []opsapi.SearchLine, limit int) grepLines {
 		text := strings.ReplaceAll(l.Text, "\r\n", "\n")
 		text = strings.ReplaceAll(text, "\r", "")
 		text = strings.TrimSuffix(text, "\n")
+		if redact != nil {
+			text = redact(text)
+		}
 		text, cut := TruncateLine(text, GrepMaxLineLength)
 		g.linesTruncated = g.linesTruncated || cut
 		if l.Match {

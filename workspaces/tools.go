@@ -108,6 +108,9 @@ func (s *Service) decideAndRun(ctx context.Context, w *Workspace, red *policy.Re
 	case err != nil:
 		return tools.ErrorResult(d.Message())
 	}
+	if !red.Empty() {
+		ctx = tools.WithRedaction(ctx, red.String)
+	}
 	var up tools.UpdateFunc
 	if onUpdate != nil {
 		up = func(u tools.Result) { onUpdate(redactResult(red, u)) }
