@@ -97,10 +97,11 @@ func serveSocket(s *Server, path string) error {
 	})
 }
 
-// absorbSignals keeps sigs from ending the process. It catches them
-// rather than ignoring them: an ignored signal stays ignored in every
-// program a reaper starts (a command that ignores SIGPIPE or SIGTERM
-// does not stop when it should), a caught one is reset for them.
+// absorbSignals keeps sigs (all of them when none is given) from ending
+// the process. It catches them rather than ignoring them: an ignored
+// signal stays ignored in every program a reaper starts (a command that
+// ignores SIGPIPE or SIGTERM does not stop when it should), a caught one
+// is reset for them.
 func absorbSignals(sigs ...os.Signal) {
 	signal.Notify(make(chan os.Signal, 1), sigs...)
 }

@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -38,8 +40,12 @@ func Reap(args []string) int {
 	reserveThreads(reservedThreads)
 	subreaperErr := killtree.BecomeSubreaper()
 	// Kills come on the control socket; signals from the workspace's
-	// commands (the same user) must not end the reaper.
-	absorbSignals(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGTERM)
+	// commands (the same user) must not end the reaper. Catching every
+	// signal also undoes any the reaper inherited ignored (a shell's
+	// background job ignores SIGINT and SIGQUIT): the command starts with
+	// every disposition at its default.
+	absorbSignals()
+	resetIgnored()
 
 	jobs := make(chan ctlJob, 1)
 	kills := make(chan uint64, 16)
@@ -59,6 +65,29 @@ func Reap(args []string) int {
 			runJob(j, kills, gone)
 			j.say("idle")
 			j.status.Close()
+		}
+	}
+}
+
+// resetIgnored sets every signal the reaper still ignores back to its
+// default action. absorbSignals cannot: Go lets no program catch the
+// few its runtime reserves (32 to 34), and an ignored one would stay
+// ignored in the command (CI's make left signals 32 and 33 ignored).
+func resetIgnored() {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	var mask uint64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	var dfl [4]uint64 // struct sigaction, all zero: SIG_DFL, no flags, empty mask
+	for sig := 1; sig <= 64; sig++ {
+		if mask&(1<<(sig-1)) != 0 {
+			_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 		}
 	}
 }
