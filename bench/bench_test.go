@@ -32,9 +32,10 @@ func TestSmoke(t *testing.T) {
 	cfg.StreamBytes = 300 << 10 // past the tool's 50 KiB, so the output is truncated and counted
 	cfg.BrokerLogLevel = "warn"
 	cfg.HostileClients, cfg.HostileUnauth, cfg.HostileTime = 8, 50, time.Second
-	// local/mcp starts one more broker and measures seven more rows; 90 s
-	// leaves a loaded machine room.
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	// local/mcp starts one more broker and measures seven more rows, and
+	// the wide rows seed 2,000 files on three targets; 180 s leaves a
+	// loaded machine room.
+	ctx, cancel := context.WithTimeout(t.Context(), 180*time.Second)
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := run(ctx, cfg, testutil.Logger(t), &progress)
@@ -48,7 +49,7 @@ func TestSmoke(t *testing.T) {
 
 	local := slices.DeleteFunc(slices.Clone(latencyOps), func(op string) bool { return op == opCreate }) // docker only
 	want := append(append(local, loadRows()...), streamBase64)
-	wantRaw := append(append([]string{}, loadMix...), append(loadRows(), streamBase64)...)
+	wantRaw := append(append([]string{opSearchWide, opReadDirWide}, loadMix...), append(loadRows(), streamBase64)...)
 	wantHTTP := append(slices.Clone(want), hostileRows...) // the hostile load runs on the broker process only
 	targets := map[string][]string{"local/raw": wantRaw, "local/in-process": want, "local/http": wantHTTP, "local/mcp": mcpRows}
 	for target, want := range targets {

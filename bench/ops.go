@@ -9,7 +9,10 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tools"
@@ -18,29 +21,33 @@ import (
 // Row names of the operations and tools. op.* call pi's *Operations
 // (opsapi), tool.* call whole tools with pi's semantics.
 const (
-	opRead4K     = "op.read-4k"
-	opWrite4K    = "op.write-4k"
-	opRead8M     = "op.read-8m"
-	opStat       = "op.stat"
-	opReadDir    = "op.readdir"
-	opMkdir      = "op.mkdir"
-	opRealPath   = "op.realpath"
-	opGlob       = "op.glob"
-	opSearch     = "op.search"
-	opExecTrue   = "op.exec-true"
-	toolRead     = "tool.read"
-	toolWrite    = "tool.write"
-	toolEdit     = "tool.edit"
-	toolBashTrue = "tool.bash-true"
-	toolGrep     = "tool.grep"
-	toolFind     = "tool.find"
-	toolLs       = "tool.ls"
-	streamBase64 = "stream.base64"
+	opRead4K   = "op.read-4k"
+	opWrite4K  = "op.write-4k"
+	opRead8M   = "op.read-8m"
+	opStat     = "op.stat"
+	opReadDir  = "op.readdir"
+	opMkdir    = "op.mkdir"
+	opRealPath = "op.realpath"
+	opGlob     = "op.glob"
+	opSearch   = "op.search"
+	opExecTrue = "op.exec-true"
+	// Issue 19's fixture rows: a search of 2,000 files with 200 hits,
+	// a listing of 1,000 entries.
+	opSearchWide  = "op.search-2k"
+	opReadDirWide = "op.readdir-1k"
+	toolRead      = "tool.read"
+	toolWrite     = "tool.write"
+	toolEdit      = "tool.edit"
+	toolBashTrue  = "tool.bash-true"
+	toolGrep      = "tool.grep"
+	toolFind      = "tool.find"
+	toolLs        = "tool.ls"
+	streamBase64  = "stream.base64"
 )
 
 // latencyOps are the rows of the per-call latency scenario, in order.
 var latencyOps = []string{
-	opRead4K, opWrite4K, opRead8M, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opExecTrue,
+	opRead4K, opWrite4K, opRead8M, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opSearchWide, opReadDirWide, opExecTrue,
 	toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, toolFind, toolLs,
 	opCreate, // docker only
 }
@@ -57,6 +64,13 @@ const (
 	size4K      = 4096
 	file8M      = "fixture/8m.bin"
 	size8M      = 8 << 20
+	// The wide tree: wideDirs directories of wideFiles files; one file
+	// in wideHitEvery holds wideNeedle.
+	wideDir      = "fixture/wide"
+	wideDirs     = 2
+	wideFiles    = 1000
+	wideHitEvery = 10
+	wideNeedle   = "needle"
 )
 
 // rowBytes are the bytes one call of a row moves; such a row also
@@ -122,6 +136,53 @@ func seed(ctx context.Context, ws opsapi.WriteOperations) error {
 	return nil
 }
 
+// wideTree seeds the wide tree at the first call of a row that needs it,
+// a warm-up call: only those latency rows use it, and its 2,000 writes in
+// every target's seeding made every scenario seconds slower.
+type wideTree struct {
+	once sync.Once
+	err  error
+}
+
+func (w *wideTree) ensure(ctx context.Context, ws opsapi.WriteOperations) error {
+	w.once.Do(func() { w.err = seedWide(ctx, ws) })
+	return w.err
+}
+
+// seedWide writes the wide tree, eight files at a time: 2,000 writes one
+// after another would add seconds to every target's seeding.
+func seedWide(ctx context.Context, ws opsapi.WriteOperations) error {
+	if err := ws.Mkdir(ctx, wideDir); err != nil {
+		return fmt.Errorf("seeding %s: %w", wideDir, err)
+	}
+	for d := range wideDirs {
+		if err := ws.Mkdir(ctx, fmt.Sprintf("%s/d%d", wideDir, d)); err != nil {
+			return fmt.Errorf("seeding %s: %w", wideDir, err)
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for d := range wideDirs {
+		for f := range wideFiles {
+			word := "hay"
+			if f%wideHitEvery == 0 {
+				word = wideNeedle
+			}
+			p := fmt.Sprintf("%s/d%d/f%04d.txt", wideDir, d, f)
+			g.Go(func() error {
+				if err := ws.WriteFile(ctx, p, strings.NewReader(fmt.Sprintf("%s %d %d\n", word, d, f))); err != nil {
+					return fmt.Errorf("seeding %s: %w", p, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// wideHits is how many lines match wideNeedle in the wide tree.
+const wideHits = wideDirs * wideFiles / wideHitEvery
+
 // toolFunc calls one tool; the in-process Toolbox and the HTTP client
 // both fit it.
 type toolFunc func(ctx context.Context, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error)
@@ -145,6 +206,7 @@ func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Cli
 // checked against the fixture.
 func operationOps(ws opsapi.Operations, i int) Client {
 	own := fmt.Sprintf("clients/c%03d.txt", i)
+	wide := &wideTree{}
 	return Client{
 		opRead4K: func(ctx context.Context) error { return readWhole(ctx, ws, file4K, size4K) },
 		opRead8M: func(ctx context.Context) error { return readWhole(ctx, ws, file8M, size8M) },
@@ -177,6 +239,26 @@ func operationOps(ws opsapi.Operations, i int) Client {
 			res, err := ws.Search(ctx, opsapi.SearchRequest{Pattern: searchRegex, Path: treeDir + "/pkg1", Limit: 100})
 			if err == nil && len(res.Lines) == 0 {
 				err = errors.New("search: no match")
+			}
+			return err
+		},
+		opSearchWide: func(ctx context.Context) error {
+			if err := wide.ensure(ctx, ws); err != nil {
+				return err
+			}
+			res, err := ws.Search(ctx, opsapi.SearchRequest{Pattern: wideNeedle, Path: wideDir, Literal: true, Limit: 1000})
+			if err == nil && len(res.Lines) != wideHits {
+				err = fmt.Errorf("search: %d lines, want %d", len(res.Lines), wideHits)
+			}
+			return err
+		},
+		opReadDirWide: func(ctx context.Context) error {
+			if err := wide.ensure(ctx, ws); err != nil {
+				return err
+			}
+			ents, err := ws.ReadDir(ctx, wideDir+"/d0")
+			if err == nil && len(ents) != wideFiles {
+				err = fmt.Errorf("readdir: %d entries, want %d", len(ents), wideFiles)
 			}
 			return err
 		},

@@ -73,6 +73,7 @@ func rawClient(d rawDir, rg string, cfg Config, i int) Client {
 		cmd.Stdout = stdout
 		return cmd.Run()
 	}
+	wide := &wideTree{}
 	return Client{
 		opRead4K: func(context.Context) error {
 			b, err := os.ReadFile(d.path(file4K))
@@ -92,8 +93,22 @@ func rawClient(d rawDir, rg string, cfg Config, i int) Client {
 			_, err := os.ReadDir(d.path(treeDir + "/pkg0"))
 			return err
 		},
+		opReadDirWide: func(ctx context.Context) error {
+			if err := wide.ensure(ctx, d); err != nil {
+				return err
+			}
+			_, err := os.ReadDir(d.path(wideDir + "/d0"))
+			return err
+		},
 		opExecTrue: func(ctx context.Context) error {
 			return run(ctx, nil, "/bin/bash", "-c", "true")
+		},
+		opSearchWide: func(ctx context.Context) error {
+			if err := wide.ensure(ctx, d); err != nil {
+				return err
+			}
+			return run(ctx, io.Discard, rg, "--json", "--line-number", "--color=never", "--hidden", "--no-config",
+				"--fixed-strings", "--", wideNeedle, wideDir)
 		},
 		opSearch: func(ctx context.Context) error {
 			return run(ctx, io.Discard, rg, "--json", "--line-number", "--color=never", "--hidden", "--no-config",
