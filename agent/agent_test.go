@@ -216,6 +216,34 @@ func TestRefusesUnpinnedPeers(t *testing.T) {
 	conn.Close()
 }
 
+// TestCanceledCtxRunsNothing: a command asked for with a ctx already
+// canceled does not run and the call returns at once (ssh's conformance
+// run found one that ran, and each such call took about 30 s: the stream
+// was closed under the request's write and the client waited for a kill's
+// answer).
+func TestCanceledCtxRunsNothing(t *testing.T) {
+	c, _ := serve(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	begin := time.Now()
+	defer func() {
+		if took := time.Since(begin); took > 10*time.Second {
+			t.Errorf("20 calls with a canceled ctx took %s", took)
+		}
+	}()
+	for range 20 {
+		res, err := c.Exec(ctx, opsapi.ExecRequest{Command: "touch " + ran}, "/", nil, cfg)
+		if err == nil && !res.Canceled {
+			t.Fatalf("Exec with a canceled ctx = %+v, want an error or Canceled", res)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("a command asked for with a canceled ctx ran")
+	}
+}
+
 func TestCancelKills(t *testing.T) {
 	c, _ := serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

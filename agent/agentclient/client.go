@@ -83,8 +83,13 @@ func (c *Client) Close() error {
 	return c.sess.Close()
 }
 
-// open opens a stream for req.
+// open opens a stream for req. A ctx already done sends nothing: closing
+// the stream when it ends races with the request's write, and a command
+// asked for with a canceled ctx must not run.
 func (c *Client) open(ctx context.Context, req agent.Request) (net.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	st, err := c.sess.OpenStream()
 	if err != nil {
 		return nil, err
