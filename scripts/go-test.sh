@@ -12,6 +12,7 @@ if [ "$status" -ne 0 ]; then
 	echo
 	echo "== failures (whole output in $log)"
 	grep -v -E '^\s+[A-Za-z0-9_]+\.go:[0-9]+: time=[0-9-]+T[0-9:.]+Z level=' "$log" |
+		grep -v -E '^(ok|\?) ' |
 		grep -E -A 25 -- '^\s*--- FAIL|^panic:|^FAIL\s' | head -n 400
 fi
 exit "$status"
