@@ -21,8 +21,7 @@ type execStream struct {
 
 	mu     sync.Mutex
 	exited bool // the command's status was sent
-	killed bool // a kill was asked for
-	sent   bool // the kill was sent to the reaper
+	killed bool // a kill was asked for (and sent to the reaper)
 }
 
 func (e *execStream) frame(typ byte, payload []byte) error {
@@ -107,10 +106,10 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 // "killed" status line.
 func (e *execStream) kill() {
 	e.mu.Lock()
-	send := !e.sent
-	e.killed, e.sent = true, true
+	first := !e.killed
+	e.killed = true
 	e.mu.Unlock()
-	if send {
+	if first {
 		e.r.kill(e.id)
 	}
 }
