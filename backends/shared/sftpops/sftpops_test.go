@@ -529,6 +529,10 @@ func TestReadsLargeAndChangingFiles(t *testing.T) {
 			t.Fatalf("a growing file read as %d bytes (or different content)", len(got))
 		}
 
+		// A file that shrinks after its open: the read stops where the
+		// file ended when each read reached the server. Read-ahead may
+		// have asked for (and got) more before the truncate; what comes
+		// is still the file's content, never past it.
 		must(t, os.WriteFile(filepath.Join(root, "shrinks"), want[:100<<10], 0o644))
 		rc, err = fsys.Open(ctx(t), "shrinks")
 		must(t, err)
@@ -536,8 +540,8 @@ func TestReadsLargeAndChangingFiles(t *testing.T) {
 		got, err = io.ReadAll(rc)
 		must(t, err)
 		rc.Close()
-		if !bytes.Equal(got, want[:10]) {
-			t.Fatalf("shrunk file read as %d bytes", len(got))
+		if len(got) < 10 || !bytes.Equal(got, want[:len(got)]) {
+			t.Fatalf("shrunk file read as %d bytes (or different content)", len(got))
 		}
 	})
 }
