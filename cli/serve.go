@@ -38,6 +38,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newServeLogger(cfg, c.Stderr)
+	c.tuneGC(logger)
 	if err := c.prepareState(&cfg); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -54,7 +55,8 @@ func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	}
 	defer rc.Close()
 
-	br := bufio.NewReaderSize(rc, 64<<10)
+	br := getReader(rc)
+	defer putReader(br)
 	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return Result{}, t.readErr(ctx, err)
@@ -64,6 +66,24 @@ func (t *readTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 		return t.readImage(ctx, br, mime)
 	}
 	return t.readText(ctx, br, args)
+}
+
+// readers are the buffered readers of read calls (two each, one sniffing
+// the type and one splitting lines), pooled: a 4 KiB read allocated 128
+// KiB of buffers, and a garbage collection for every few dozen reads.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
+func getReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// putReader returns br to the pool; nothing may use it or what it
+// returned (Peek, ReadSlice) afterwards.
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
 }
 
 // open opens the file to read: bash's full-output files from the
@@ -124,7 +144,9 @@ func (t *readTool) readText(ctx context.Context, r *bufio.Reader, args readArgs)
 	// Once no later line can be shown, lines are only counted, and only
 	// for countBudget bytes more (a 50 GB file must not take minutes).
 	lim := newCountLimiter(r)
-	err := scanLines(ctx, bufio.NewReaderSize(lim, 64<<10), DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
+	lines := getReader(lim)
+	defer putReader(lines)
+	err := scanLines(ctx, lines, DefaultMaxBytes+1, func(prefix []byte, rawLen int, complete bool) {
 		i := total
 		total++
 		if !lim.counting && i >= startLine && (i >= endLine || !col.keeping) {
