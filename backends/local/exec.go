@@ -199,47 +199,65 @@ func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.
 // start starts cmd with stdout and stderr on one pipe (so their
 // interleaving is kept) and tracks its process group, unless the
 // workspace is being destroyed. It returns the pipe's read end.
+//
+// The fork runs under w.life shared, not under w.mu: on a loaded host a
+// fork waits tens of milliseconds for its child to exec, and every file
+// operation of the workspace takes w.mu.
 func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, error) {
 	r, pw, err := os.Pipe()
 	if err != nil {
 		return nil, time.Time{}, opsapi.E(op, cwd, nil, err)
 	}
+	defer pw.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	begin := time.Now()
-	w.mu.Lock()
-	if w.destroyed {
-		w.mu.Unlock()
-		r.Close()
-		pw.Close()
-		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrNotExist, errors.New("workspace destroyed"))
-	}
-	err = w.startLocked(cmd)
+	w.life.RLock()
+	defer w.life.RUnlock()
+	sp, err := w.spawner()
 	if err == nil {
-		w.groups[cmd.Process.Pid] = struct{}{}
+		err = startWith(sp, cmd)
 	}
-	w.mu.Unlock()
-	pw.Close()
 	if err != nil {
 		r.Close()
+		if errors.Is(err, errDestroyed) {
+			return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrNotExist, err)
+		}
 		return nil, time.Time{}, opsapi.E(op, cwd, opsapi.ErrUnavailable, err)
 	}
+	w.mu.Lock()
+	w.groups[cmd.Process.Pid] = struct{}{}
+	w.mu.Unlock()
 	return r, begin, nil
 }
 
-// startLocked starts cmd, through the workspace's spawner when
-// sandboxed (made on the first command). w.mu is held.
-func (w *Workspace) startLocked(cmd *exec.Cmd) error {
-	if w.b.sb == nil {
+var errDestroyed = errors.New("workspace destroyed")
+
+// spawner is the workspace's spawner when sandboxed (made on the first
+// command), nil when not, or errDestroyed.
+func (w *Workspace) spawner() (*sandbox.Spawner, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.destroyed {
+		return nil, errDestroyed
+	}
+	if w.b.sb == nil || w.sp != nil {
+		return w.sp, nil
+	}
+	sp, err := sandbox.NewSpawner(w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid))
+	if err != nil {
+		return nil, err
+	}
+	w.sp = sp
+	return sp, nil
+}
+
+// startWith starts cmd from sp, or from the broker itself when sp is nil.
+// A variable so that a test can hold a start.
+var startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd) error {
+	if sp == nil {
 		return cmd.Start()
 	}
-	if w.sp == nil {
-		sp, err := sandbox.NewSpawner(w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid))
-		if err != nil {
-			return err
-		}
-		w.sp = sp
-	}
-	return w.sp.Start(cmd)
+	return sp.Start(cmd)
 }
 
 func checkExecRequest(req opsapi.ExecRequest) error {

@@ -361,3 +361,57 @@ func TestExecSlowCallerGetsEveryByte(t *testing.T) {
 		t.Fatalf("the caller got %d of %d bytes; result %+v", out.n, want, res)
 	}
 }
+
+// A command that is slow to start (a fork waits for its child to exec,
+// tens of milliseconds on a loaded host) holds up neither the file
+// operations of its workspace nor a Destroy's kill of it.
+func TestFileOperationsDoNotWaitForAStart(t *testing.T) {
+	ws := newWorkspace(t, local.Config{})
+	ctx := context.Background()
+	if err := ws.WriteFile(ctx, "f", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	started, release, restore := local.HoldStarts()
+	defer restore()
+	done := make(chan opsapi.ExecResult, 1)
+	go func() {
+		res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "sleep 30"})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-started
+	statted := make(chan error, 1)
+	go func() {
+		_, err := ws.Stat(ctx, "f")
+		statted <- err
+	}()
+	select {
+	case err := <-statted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("Stat waited for a command's start")
+	}
+	// Destroy waits for the start, then kills what it started.
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- ws.Destroy(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	release()
+	if err := <-destroyed; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		// Killed, or never run: a start the kill came before finds
+		// its cgroup gone and exits 126.
+		if res.ExitCode == 0 {
+			t.Errorf("the command ran to its end: %+v", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command started during Destroy is still running")
+	}
+}

@@ -422,6 +422,9 @@ type Workspace struct {
 	b      *Backend
 	uid    int // the sandbox's uid and gid for this workspace; -1 unsandboxed
 
+	// life is held shared by each command's start, for its fork, and
+	// exclusively by Destroy, which so never misses a starting command.
+	life      sync.RWMutex
 	mu        sync.Mutex
 	destroyed bool
 	sp        *sandbox.Spawner // the confined thread commands start from; nil until the first sandboxed one
@@ -453,9 +456,11 @@ func (w *Workspace) isDestroyed() bool {
 // still hold one), then removes the directory. Destroying twice is not an
 // error.
 func (w *Workspace) Destroy(ctx context.Context) error {
+	w.life.Lock()
 	w.mu.Lock()
 	if w.destroyed {
 		w.mu.Unlock()
+		w.life.Unlock()
 		return nil
 	}
 	w.destroyed = true
@@ -469,6 +474,7 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 	}
 	w.groups = map[int]struct{}{}
 	w.mu.Unlock()
+	w.life.Unlock()
 
 	var errs []error
 	var killed int
