@@ -223,12 +223,12 @@ func (res opsResource) readDir(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	entries, err := s.svc.ReadDir(serviceCtx(r), wk, p)
+	entries, hidden, err := s.svc.ReadDir(serviceCtx(r), wk, p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, wire.DirList{Entries: entries})
+	writeJSON(w, r, http.StatusOK, wire.DirList{Entries: entries, Hidden: hidden})
 }
 
 func (res opsResource) mkdir(w http.ResponseWriter, r *http.Request) {

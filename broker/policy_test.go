@@ -590,3 +590,51 @@ func TestPolicyDecidesOnWhatAPathReallyIs(t *testing.T) {
 		t.Error("a directory was made in the write-denied tree")
 	}
 }
+
+// TestListingsSayWhatThePolicyHid: ls, find and grep, and the raw
+// listing, glob and search, leave out what the read rules hide (through
+// links too) and say how many they left out.
+func TestListingsSayWhatThePolicyHid(t *testing.T) {
+	tc, ws := policyTenancy(t)
+	if err := os.Symlink("../.env", hostPath(ws, "src/envlink")); err != nil {
+		t.Fatal(err)
+	}
+	type details struct {
+		Hidden int `json:"hidden"`
+	}
+	check := func(what string, r tools.Result, wantText, wantNotice string, hidden int) {
+		t.Helper()
+		var d details
+		raw, _ := json.Marshal(r.Details)
+		_ = json.Unmarshal(raw, &d)
+		out := text(r)
+		if r.IsError || !strings.Contains(out, wantText) || !strings.HasSuffix(out, "["+wantNotice+"]") || d.Hidden != hidden {
+			t.Errorf("%s: %q details %s, want %q and the notice [%s], hidden %d", what, out, raw, wantText, wantNotice, hidden)
+		}
+		for _, secret := range []string{"111111", "222222", ".env", "notes.txt", "envlink"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s shows %q: %q", what, secret, out)
+			}
+		}
+	}
+	check("ls .", tc.tool(ws, "ls", map[string]any{"path": "."}), "src/", "2 entries hidden by policy", 2)
+	check("ls src", tc.tool(ws, "ls", map[string]any{"path": "src"}), "a.txt", "1 entry hidden by policy", 1)
+	check("grep", tc.tool(ws, "grep", map[string]any{"pattern": "SECRET", "path": "."}), "src/a.txt:1:", "2 matches hidden by policy", 2)
+	check("grep with nothing left", tc.tool(ws, "grep", map[string]any{"pattern": "private", "path": "."}),
+		"No matches found", "1 match hidden by policy", 1)
+	check("find", tc.tool(ws, "find", map[string]any{"pattern": "**/*.txt"}), "src/a.txt", "1 path hidden by policy", 1)
+
+	base := "/v1/workspaces/" + ws.ID
+	var list wire.DirList
+	if resp, data := tc.as(aliceToken, "GET", base+"/dirs?path=.", nil); resp.StatusCode != 200 || json.Unmarshal(data, &list) != nil || list.Hidden != 2 || len(list.Entries) != 1 {
+		t.Errorf("GET /dirs: %d %s, want src alone and hidden 2", resp.StatusCode, data)
+	}
+	var found opsapi.SearchResult
+	if resp, data := tc.as(aliceToken, "POST", base+"/search", map[string]any{"pattern": "SECRET", "path": "."}); resp.StatusCode != 200 || json.Unmarshal(data, &found) != nil || found.Hidden != 2 || len(found.Lines) != 1 {
+		t.Errorf("POST /search: %d %s, want one line and hidden 2", resp.StatusCode, data)
+	}
+	var globbed opsapi.GlobResult
+	if resp, data := tc.as(aliceToken, "POST", base+"/glob", map[string]any{"pattern": "**/*.txt", "cwd": "."}); resp.StatusCode != 200 || json.Unmarshal(data, &globbed) != nil || globbed.Hidden != 1 || len(globbed.Paths) != 1 {
+		t.Errorf("POST /glob: %d %s, want src/a.txt alone and hidden 1", resp.StatusCode, data)
+	}
+}

@@ -157,11 +157,16 @@ func (w *Workspace) Stat(ctx context.Context, path string) (opsapi.FileInfo, err
 
 // ReadDir lists the entries of the directory at path.
 func (w *Workspace) ReadDir(ctx context.Context, path string) ([]opsapi.FileInfo, error) {
-	var out struct {
-		Entries []opsapi.FileInfo `json:"entries"`
-	}
+	entries, _, err := w.ReadDirHiding(ctx, path)
+	return entries, err
+}
+
+// ReadDirHiding is ReadDir, plus how many entries the tenant's policy
+// left out.
+func (w *Workspace) ReadDirHiding(ctx context.Context, path string) ([]opsapi.FileInfo, int, error) {
+	var out wire.DirList
 	err := w.c.doJSON(ctx, http.MethodGet, wsPath(w.id, "/dirs"), pathQuery(path), nil, &out)
-	return out.Entries, err
+	return out.Entries, out.Hidden, err
 }
 
 // Mkdir creates path and its missing parents.

@@ -82,6 +82,15 @@ type DiskMeasurer interface {
 	DiskUsage(ctx context.Context) (int64, error)
 }
 
+// HidingLister is an optional ability of a Workspace whose listings a
+// policy filters: ReadDir, plus how many entries it hid, so that a tool
+// can say that the listing is not the whole directory. It is the
+// filtering wrapper's own ability: ask the wrapper itself, not As (no
+// backend below it has it).
+type HidingLister interface {
+	ReadDirHiding(ctx context.Context, path string) (entries []FileInfo, hidden int, err error)
+}
+
 // Rediscoverer is an optional ability of a Backend: after a broker restart
 // it finds the workspaces that still exist, keyed by ID, so that none is
 // lost or leaked. An engine or host that cannot be reached is

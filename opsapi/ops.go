@@ -168,6 +168,9 @@ type SearchResult struct {
 	Lines []SearchLine `json:"lines"`
 	// LimitReached is set when more matches exist than Limit allowed.
 	LimitReached bool `json:"limitReached,omitempty"`
+	// Hidden counts the matching lines a policy dropped (with their
+	// context): those of files the caller may not read.
+	Hidden int `json:"hidden,omitempty"`
 }
 
 // GrepOperations is what the grep tool needs. pi's GrepOperations has only
@@ -199,6 +202,9 @@ type GlobResult struct {
 	Paths []string `json:"paths"`
 	// LimitReached is set when more matches exist than Limit allowed.
 	LimitReached bool `json:"limitReached,omitempty"`
+	// Hidden counts the matches a policy dropped: paths the caller may
+	// not read.
+	Hidden int `json:"hidden,omitempty"`
 }
 
 // FindOperations is what the find tool needs (pi's FindOperations).

@@ -36,6 +36,7 @@ var (
 	_ opsapi.EditOperations = (*Guard)(nil)
 	_ opsapi.Resolver       = (*Guard)(nil)
 	_ opsapi.Unwrapper      = (*Guard)(nil)
+	_ opsapi.HidingLister   = (*Guard)(nil)
 )
 
 // NewGuard wraps ws; current returns the policy in force at each call (so
@@ -302,17 +303,23 @@ func (g *Guard) Stat(ctx context.Context, p string) (opsapi.FileInfo, error) {
 
 // ReadDir checks the directory and drops entries the read rules hide.
 func (g *Guard) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error) {
+	entries, _, err := g.ReadDirHiding(ctx, p)
+	return entries, err
+}
+
+// ReadDirHiding is ReadDir, plus how many entries the read rules hid.
+func (g *Guard) ReadDirHiding(ctx context.Context, p string) ([]opsapi.FileInfo, int, error) {
 	ls, ok := g.inner.(opsapi.LsOperations)
 	if !ok {
-		return nil, unavailable("readdir", p)
+		return nil, 0, unavailable("readdir", p)
 	}
 	real, err := g.checkReal(ctx, "readdir", p, false)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	entries, err := ls.ReadDir(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	pol, root, dir := g.policy(), g.inner.Root(), opsapi.Resolve(g.inner.Root(), p)
 	out := entries[:0]
@@ -321,7 +328,7 @@ func (g *Guard) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	return out, len(entries) - len(out), nil
 }
 
 // linkReadable reports whether an entry that is a symbolic link leads
@@ -356,8 +363,11 @@ func (g *Guard) Search(ctx context.Context, req opsapi.SearchRequest) (opsapi.Se
 	}
 	out := res.Lines[:0]
 	for _, l := range res.Lines {
-		if readable(pol, root, base, real, l.Path) {
+		switch {
+		case readable(pol, root, base, real, l.Path):
 			out = append(out, l)
+		case l.Match:
+			res.Hidden++
 		}
 	}
 	res.Lines = out
@@ -386,6 +396,7 @@ func (g *Guard) Glob(ctx context.Context, req opsapi.GlobRequest) (opsapi.GlobRe
 			out = append(out, p)
 		}
 	}
+	res.Hidden += len(res.Paths) - len(out)
 	res.Paths = out
 	return res, nil
 }

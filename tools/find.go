@@ -32,6 +32,7 @@ type findArgs struct {
 type findDetails struct {
 	Truncation         *TruncationResult `json:"truncation,omitempty"`
 	ResultLimitReached int               `json:"resultLimitReached,omitempty"`
+	Hidden             int               `json:"hidden,omitempty"` // matches the policy left out
 }
 
 // Execute runs the backend's glob (fd semantics) and formats as pi's fd
@@ -77,20 +78,23 @@ func (t *findTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	if len(paths) > limit {
 		paths, limitReached = paths[:limit], true
 	}
-	if len(paths) == 0 {
-		return Result{Content: []Content{TextContent("No files found matching pattern")}}, nil
-	}
-
-	notice := ""
+	var notices []string
 	var details findDetails
 	if limitReached {
-		notice = fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, limit*2)
+		notices = append(notices, fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, limit*2))
 		details.ResultLimitReached = limit
 	}
-	text, tr := listOutput(paths, notice)
+	if res.Hidden > 0 {
+		notices = append(notices, hiddenNotice(res.Hidden, "path", "paths"))
+		details.Hidden = res.Hidden
+	}
+	if len(paths) == 0 {
+		return emptyResult("No files found matching pattern", notices, details), nil
+	}
+	text, tr := listOutput(paths, notices...)
 	out := Result{Content: []Content{TextContent(text)}}
 	details.Truncation = tr
-	if limitReached || tr != nil {
+	if limitReached || tr != nil || res.Hidden > 0 {
 		out.Details = details
 	}
 	return out, nil

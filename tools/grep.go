@@ -35,6 +35,7 @@ type grepDetails struct {
 	Truncation        *TruncationResult `json:"truncation,omitempty"`
 	MatchLimitReached int               `json:"matchLimitReached,omitempty"`
 	LinesTruncated    bool              `json:"linesTruncated,omitempty"`
+	Hidden            int               `json:"hidden,omitempty"` // matches the policy left out
 }
 
 // Execute runs the search where the files are (opsapi.GrepOperations.Search,
@@ -72,9 +73,13 @@ func (t *grepTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFun
 	}
 	lines := formatGrepLines(res.Lines, limit, redaction(ctx))
 	if lines.matches == 0 {
-		return Result{Content: []Content{TextContent("No matches found")}}, nil
+		var notices []string
+		if res.Hidden > 0 {
+			notices = append(notices, hiddenNotice(res.Hidden, "match", "matches"))
+		}
+		return emptyResult("No matches found", notices, grepDetails{Hidden: res.Hidden}), nil
 	}
-	return grepResult(lines, limit, res.LimitReached || lines.limitReached), nil
+	return grepResult(lines, limit, res.LimitReached || lines.limitReached, res.Hidden), nil
 }
 
 // search checks that the path exists (pi's "Path not found") and runs
@@ -139,8 +144,9 @@ func formatGrepLines(lines []opsapi.SearchLine, limit int, redact func(string) s
 }
 
 // grepResult truncates the printed lines to pi's byte limit and adds
-// its notices (match limit, byte limit, cut lines) with their details.
-func grepResult(lines grepLines, limit int, limitReached bool) Result {
+// its notices (match limit, byte limit, cut lines, matches the policy
+// hid) with their details.
+func grepResult(lines grepLines, limit int, limitReached bool, hidden int) Result {
 	tr := TruncateHead(strings.Join(lines.out, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
 	output := tr.Content
 	var details grepDetails
@@ -156,6 +162,10 @@ func grepResult(lines grepLines, limit int, limitReached bool) Result {
 	if lines.linesTruncated {
 		notices = append(notices, fmt.Sprintf("Some lines truncated to %d chars. Use read tool to see full lines", GrepMaxLineLength))
 		details.LinesTruncated = true
+	}
+	if hidden > 0 {
+		notices = append(notices, hiddenNotice(hidden, "match", "matches"))
+		details.Hidden = hidden
 	}
 	result := Result{}
 	if len(notices) > 0 {

@@ -38,6 +38,7 @@ type lsArgs struct {
 type lsDetails struct {
 	Truncation        *TruncationResult `json:"truncation,omitempty"`
 	EntryLimitReached int               `json:"entryLimitReached,omitempty"`
+	Hidden            int               `json:"hidden,omitempty"` // entries the policy left out
 }
 
 // effectiveLimit is pi 1.6.0's max(1, floor(limit ?? def)).
@@ -94,7 +95,7 @@ func (t *lsTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc)
 	if !fi.IsDir() {
 		return Result{}, toolErrorf("Not a directory: %s", dirPath)
 	}
-	entries, err := t.ops.ReadDir(ctx, dirPath)
+	entries, hidden, err := t.readDir(ctx, dirPath)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, errAborted
@@ -124,34 +125,61 @@ func (t *lsTool) Execute(ctx context.Context, raw json.RawMessage, _ UpdateFunc)
 	if err := checkAbort(ctx); err != nil {
 		return Result{}, err
 	}
-	if len(results) == 0 {
-		return Result{Content: []Content{TextContent("(empty directory)")}}, nil
-	}
-
-	notice := ""
+	var notices []string
 	var details lsDetails
 	if limitReached {
-		notice = fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, limit*2)
+		notices = append(notices, fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, limit*2))
 		details.EntryLimitReached = limit
 	}
-	text, tr := listOutput(results, notice)
+	if hidden > 0 {
+		notices = append(notices, hiddenNotice(hidden, "entry", "entries"))
+		details.Hidden = hidden
+	}
+	if len(results) == 0 {
+		return emptyResult("(empty directory)", notices, details), nil
+	}
+	text, tr := listOutput(results, notices...)
 	res := Result{Content: []Content{TextContent(text)}}
 	details.Truncation = tr
-	if limitReached || tr != nil {
+	if limitReached || tr != nil || hidden > 0 {
 		res.Details = details
 	}
 	return res, nil
 }
 
-// listOutput joins a list one entry per line, keeps the first 50 KiB of
-// whole lines, and appends pi's notice block: limitNotice (when not empty)
-// and the byte-limit notice. It returns the truncation when it cut.
-func listOutput(lines []string, limitNotice string) (string, *TruncationResult) {
-	tr := TruncateHead(strings.Join(lines, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
-	var notices []string
-	if limitNotice != "" {
-		notices = append(notices, limitNotice)
+// readDir lists dirPath, and says how many entries a policy hid when the
+// workspace is one that hides some (opsapi.HidingLister).
+func (t *lsTool) readDir(ctx context.Context, dirPath string) ([]opsapi.FileInfo, int, error) {
+	if hl, ok := t.ops.(opsapi.HidingLister); ok {
+		return hl.ReadDirHiding(ctx, dirPath)
 	}
+	entries, err := t.ops.ReadDir(ctx, dirPath)
+	return entries, 0, err
+}
+
+// hiddenNotice says that a policy left n results out of a listing or a
+// search, which pi (having no policy) never says.
+func hiddenNotice(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one + " hidden by policy"
+	}
+	return fmt.Sprintf("%d %s hidden by policy", n, many)
+}
+
+// emptyResult is pi's text for a listing or search that found nothing,
+// with the notices (what a policy hid) when there are any.
+func emptyResult(text string, notices []string, details any) Result {
+	if len(notices) == 0 {
+		return Result{Content: []Content{TextContent(text)}}
+	}
+	return Result{Content: []Content{TextContent(text + "\n\n[" + strings.Join(notices, ". ") + "]")}, Details: details}
+}
+
+// listOutput joins a list one entry per line, keeps the first 50 KiB of
+// whole lines, and appends pi's notice block: the given notices and the
+// byte-limit notice. It returns the truncation when it cut.
+func listOutput(lines []string, notices ...string) (string, *TruncationResult) {
+	tr := TruncateHead(strings.Join(lines, "\n"), TruncationOptions{MaxLines: maxSafeInteger})
 	var cut *TruncationResult
 	if tr.Truncated {
 		notices = append(notices, FormatSize(DefaultMaxBytes)+" limit reached")

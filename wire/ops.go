@@ -26,6 +26,8 @@ type RealPathResponse struct {
 // DirList is the body of GET /dirs, sorted by name.
 type DirList struct {
 	Entries []opsapi.FileInfo `json:"entries"`
+	// Hidden counts the entries the caller's policy left out.
+	Hidden int `json:"hidden,omitempty"`
 }
 
 // ProcessList is the body of GET /processes.

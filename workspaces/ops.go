@@ -122,25 +122,24 @@ func (s *Service) RealPath(ctx context.Context, w *Workspace, p string) (string,
 }
 
 // ReadDir lists the directory p, sorted by name; entries the policy hides
-// are left out.
-func (s *Service) ReadDir(ctx context.Context, w *Workspace, p string) ([]opsapi.FileInfo, error) {
-	ctx, _, err := s.admit(ctx, w, policy.Call{Op: "readdir", Read: []string{p}})
+// are left out, and hidden says how many.
+func (s *Service) ReadDir(ctx context.Context, w *Workspace, p string) (entries []opsapi.FileInfo, hidden int, err error) {
+	ctx, _, err = s.admit(ctx, w, policy.Call{Op: "readdir", Read: []string{p}})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	ls, ok := opsapi.As[opsapi.LsOperations](w.guard)
-	if !ok {
-		return nil, unsupported(w, "readdir")
+	if _, ok := opsapi.As[opsapi.LsOperations](w.guard); !ok {
+		return nil, 0, unsupported(w, "readdir")
 	}
-	entries, err := ls.ReadDir(ctx, p)
+	entries, hidden, err = w.guard.ReadDirHiding(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if entries == nil {
 		entries = []opsapi.FileInfo{}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	return entries, nil
+	return entries, hidden, nil
 }
 
 // Mkdir creates p and its missing parents.

@@ -193,14 +193,14 @@ func TestGoneWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ReadDir(t.Context(), w, "."); err != nil || w.Info().Gone != "" {
+	if _, _, err := svc.ReadDir(t.Context(), w, "."); err != nil || w.Info().Gone != "" {
 		t.Fatalf("before it vanished: %v, gone %q", err, w.Info().Gone)
 	}
 	v.why = "its container was removed outside the broker"
 	if got := w.Info().Gone; got != v.why {
 		t.Errorf("info says gone %q, want %q", got, v.why)
 	}
-	_, err = svc.ReadDir(t.Context(), w, ".")
+	_, _, err = svc.ReadDir(t.Context(), w, ".")
 	want := "workspace " + id + " is gone (its container was removed outside the broker); it can only be deleted"
 	if !errors.Is(err, workspaces.ErrNotFound) || err.Error() != want {
 		t.Errorf("ReadDir: %v, want ErrNotFound %q", err, want)

@@ -266,7 +266,7 @@ export class WorkspaceRoutes {
 		return r.entries;
 	}
 
-	glob(req: { pattern: string; cwd: string; ignore?: string[]; limit?: number }): Promise<{ paths: string[]; limitReached?: boolean }> {
+	glob(req: { pattern: string; cwd: string; ignore?: string[]; limit?: number }): Promise<{ paths: string[]; limitReached?: boolean; hidden?: number }> {
 		return this.client.json({
 			method: "POST",
 			path: `${this.prefix}/glob`,
