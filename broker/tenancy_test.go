@@ -530,3 +530,98 @@ func TestTenantIsolationMCPSessions(t *testing.T) {
 		t.Fatalf("alice lost her session: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestLinksDoNotCrossTenants: bob plants links in his own workspace to
+// alice's (absolute, relative, to her file and to her directory) and
+// asks every workspace route and every tool through them. Nothing of
+// alice's comes back, changes or appears. Commands are included where
+// the local sandbox confines them (as root); an unsandboxed local
+// command reaches what the broker's user reaches.
+func TestLinksDoNotCrossTenants(t *testing.T) {
+	tc := newTenancy(t, nil, nil, nil)
+	alice := tc.createAs(aliceToken)
+	const secret = "alice-secret-4242"
+	writeHost(t, alice, "keep.txt", secret+"\n")
+	bob := tc.createAs(bobToken)
+	rel, err := filepath.Rel(bob.Root, alice.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"abs":     filepath.Join(alice.Root, "keep.txt"),
+		"rel":     filepath.Join(rel, "keep.txt"),
+		"dir":     alice.Root,
+		"reldir":  rel,
+		"nest/up": filepath.Join("..", rel, "keep.txt"),
+	}
+	for name, target := range links {
+		if err := os.MkdirAll(filepath.Dir(hostPath(bob, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, hostPath(bob, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := []string{"abs", "rel", "dir/keep.txt", "reldir/keep.txt", "nest/up", "dir", "reldir", "dir/planted.txt", "reldir/new/dir"}
+	sandboxed := os.Geteuid() == 0
+	leaked := func(what string, status int, body []byte) {
+		t.Helper()
+		if strings.Contains(string(body), secret) {
+			t.Errorf("%s: %d, alice's secret came back: %s", what, status, body)
+		}
+	}
+	base := "/v1/workspaces/" + bob.ID
+	for _, p := range paths {
+		for _, rc := range routeCases(t, tc.srv.Handler()) {
+			method, route := rc[0], rc[1]
+			if !strings.Contains(route, "{id}") || strings.Contains(route, "/mcp") || (strings.HasSuffix(route, "/exec") && !sandboxed) ||
+				(method == http.MethodDelete && route == "/v1/workspaces/{id}") {
+				continue
+			}
+			bodies := map[string]any{
+				"/v1/workspaces/{id}/tools":  map[string]any{"calls": []any{map[string]any{"name": "read", "arguments": map[string]any{"path": p}}}},
+				"/v1/workspaces/{id}/exec":   map[string]any{"command": "cat " + p + "; echo bob > " + p + "/planted 2>/dev/null; echo bob >> " + p},
+				"/v1/workspaces/{id}/glob":   map[string]any{"pattern": "**", "cwd": p},
+				"/v1/workspaces/{id}/search": map[string]any{"pattern": "secret", "path": p},
+				"/v1/workspaces/{id}/files":  "bob was here",
+			}
+			if route == "/v1/workspaces/{id}/tools/{name}" {
+				continue // every tool below
+			}
+			resp, data := tc.as(bobToken, method, fill(route, bob.ID)+"?path="+p, bodies[route])
+			leaked(method+" "+route+" "+p, resp.StatusCode, data)
+		}
+		tools := map[string]any{
+			"read":  map[string]any{"path": p},
+			"write": map[string]any{"path": p, "content": "bob"},
+			"edit":  map[string]any{"path": p, "edits": []any{map[string]any{"oldText": "alice", "newText": "bob"}}},
+			"grep":  map[string]any{"pattern": "secret", "path": p},
+			"find":  map[string]any{"pattern": "*", "path": p},
+			"ls":    map[string]any{"path": p},
+		}
+		if sandboxed {
+			tools["bash"] = map[string]any{"command": "cat " + p + "; ls " + p}
+		}
+		for name, args := range tools {
+			resp, data := tc.as(bobToken, "POST", base+"/tools/"+name, args)
+			leaked("tool "+name+" "+p, resp.StatusCode, data)
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("tool %s %s: %d %s, want a tool result", name, p, resp.StatusCode, data)
+			}
+		}
+	}
+	if got := readHost(t, alice, "keep.txt"); got != secret+"\n" {
+		t.Errorf("alice's file became %q", got)
+	}
+	entries, err := os.ReadDir(alice.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("alice's workspace holds %v, want keep.txt alone", names)
+	}
+}
