@@ -381,16 +381,9 @@ func (w *Workspace) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, e
 		return nil, mapErr(op, p, err)
 	}
 	slices.Sort(names)
-	out := make([]opsapi.FileInfo, 0, len(names))
-	for _, n := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, opsapi.E(op, p, nil, err)
-		}
-		fi, err := w.describe(path.Join(canon, n), n)
-		if err != nil {
-			continue // removed while listing
-		}
-		out = append(out, fi)
+	out, err := w.describeEntries(ctx, d, canon, names)
+	if err != nil {
+		return nil, opsapi.E(op, p, nil, err)
 	}
 	return out, nil
 }
