@@ -35,8 +35,8 @@ func (w *Workspace) describeEntries(ctx context.Context, d *os.File, canon strin
 // lstatEntries describes names, entries read from the open directory d,
 // with one fstatat each on d's descriptor. A name read from a directory
 // is one component, so the call cannot leave d, and no path is walked
-// again from the root (os.Root.Lstat opens every parent anew: 26 ms for
-// 1,000 entries here, against under 1 ms this way). An entry removed
+// again from the root (os.Root.Lstat opens every parent anew: a ReadDir
+// of 1,000 entries took 17.9 ms, 3.2 ms this way). An entry removed
 // since the read is left out; a link comes back as TypeSymlink, for the
 // caller to follow.
 func lstatEntries(ctx context.Context, d *os.File, names []string) ([]opsapi.FileInfo, error) {
