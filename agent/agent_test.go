@@ -116,6 +116,20 @@ func TestExecOutputAndStatus(t *testing.T) {
 	}
 }
 
+// TestOutputIsNotOvertakenByTheExit: output still in the agent's hands
+// when the command exits (its relay not scheduled on a loaded box) reaches
+// the client before the exit, so the client's drain by silence keeps it.
+func TestOutputIsNotOvertakenByTheExit(t *testing.T) {
+	c, _ := serve(t)
+	defer agent.PauseOutputRelays(4 * cfg.DrainIdle)()
+	for i := range 3 {
+		res, out, err := run(t, c, `echo ok; echo two`, 0)
+		if err != nil || res.ExitCode != 0 || out != "ok\ntwo\n" {
+			t.Fatalf("run %d: exit %d, output %q, err %v", i, res.ExitCode, out, err)
+		}
+	}
+}
+
 // TestCommandsStartWithDefaultSignals: no signal is ignored in a
 // command, whatever the agent and reaper do with theirs: a pipeline's
 // writer ends quietly on SIGPIPE, a SIGTERM ends a command.

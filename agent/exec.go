@@ -2,12 +2,20 @@ package agent
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 )
+
+// relayPause runs between an output relay's read and its frame; tests
+// make it sleep, as a relay not scheduled on a loaded box would.
+var relayPause = func() {}
 
 // ReapMode is the argument that makes the agent's binary a reaper.
 const ReapMode = "reap"
@@ -22,6 +30,12 @@ type execStream struct {
 	mu     sync.Mutex
 	exited bool // the command's status was sent
 	killed bool // a kill was asked for (and sent to the reaper)
+	// The exit's frame waits in exitFrame until the output relay has sent
+	// everything the command wrote before it exited (see exitAfterOutput);
+	// outDone says the relay has ended, so the status goes at once.
+	out       *os.File
+	exitFrame []byte
+	outDone   bool
 }
 
 func (e *execStream) frame(typ byte, payload []byte) error {
@@ -70,7 +84,7 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		_ = e.frame(FrameError, []byte("start: "+err.Error()))
 		return
 	}
-	e.r, e.id = r, id
+	e.r, e.id, e.out = r, id, outR
 	var relays sync.WaitGroup
 	relays.Add(2)
 	go func() { defer relays.Done(); e.relayOutput(outR, FrameOutput, true) }()
@@ -115,26 +129,91 @@ func (e *execStream) kill() {
 }
 
 // relayOutput sends the command's output (or its stderr) until every
-// holder closed it; eof says to send FrameEOF then.
+// holder closed it; eof marks the main output, whose end is sent as
+// FrameEOF and which carries the exit's frame (exitAfterOutput).
 func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
 	defer r.Close()
 	buf := make([]byte, 32<<10)
+	pending := execpump.PipePending(r)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
+			relayPause()
 			if e.frame(typ, buf[:n]) != nil {
 				// The client is gone: keep draining so the command is not
 				// stopped by a full pipe before its kill.
+				_ = r.SetReadDeadline(time.Time{})
 				_, _ = io.Copy(io.Discard, r)
 				return
 			}
 		}
+		if eof && errors.Is(err, os.ErrDeadlineExceeded) {
+			// exitAfterOutput woke us: the command has exited.
+			_ = r.SetReadDeadline(time.Time{})
+			if !e.flush(r, buf, pending) {
+				return
+			}
+			e.sendExit(false)
+			continue
+		}
 		if err != nil {
 			if eof {
 				_ = e.frame(FrameEOF, nil)
+				e.sendExit(true)
 			}
 			return
 		}
+	}
+}
+
+// flush sends what the pipe holds now: with the command exited, that is
+// all it wrote before its exit. False when the client is gone.
+func (e *execStream) flush(r *os.File, buf []byte, pending func() int) bool {
+	if pending == nil {
+		return true
+	}
+	for n := pending(); n > 0; n = pending() {
+		m, err := r.Read(buf[:min(n, len(buf))])
+		if m > 0 && e.frame(FrameOutput, buf[:m]) != nil {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+	}
+	return true
+}
+
+// exitAfterOutput sends the exit's frame once the output relay has sent
+// the output before it. The two arrive on different pipes; the relay may
+// not have been scheduled since the command's last write (a loaded box),
+// and a client that drains by silence would lose that output if the exit
+// overtook it.
+func (e *execStream) exitAfterOutput(frame []byte) {
+	e.mu.Lock()
+	e.exited = true
+	if !e.outDone {
+		e.exitFrame = frame
+		e.mu.Unlock()
+		_ = e.out.SetReadDeadline(time.Now()) // wake the relay
+		return
+	}
+	e.mu.Unlock()
+	_ = e.frame(FrameExit, frame)
+}
+
+// sendExit sends the exit's frame if one waits; done says the output
+// relay ends, so a later exit goes at once.
+func (e *execStream) sendExit(done bool) {
+	e.mu.Lock()
+	frame := e.exitFrame
+	e.exitFrame = nil
+	if done {
+		e.outDone = true
+	}
+	e.mu.Unlock()
+	if frame != nil {
+		_ = e.frame(FrameExit, frame)
 	}
 }
 
@@ -151,10 +230,7 @@ func (e *execStream) relayStatus(s *Server, r *os.File) {
 			// The subtree is empty: the reaper can serve another command.
 			s.reuse(e.r)
 		case "exit":
-			e.mu.Lock()
-			e.exited = true
-			e.mu.Unlock()
-			_ = e.frame(FrameExit, []byte(arg))
+			e.exitAfterOutput([]byte(arg))
 		case "killed":
 			sawKilled = true
 			_ = e.frame(FrameKilled, []byte(arg))

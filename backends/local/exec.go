@@ -342,7 +342,7 @@ func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
 		Timeout:   c.req.Timeout,
 		DrainIdle: c.w.cfg.DrainIdle,
 		MaxDrain:  c.w.cfg.MaxDrain,
-		Pending:   pipePending(r),
+		Pending:   execpump.PipePending(r),
 		Kill:      c.kill,
 		Close:     func() { r.Close() }, // unblocks a pending Read
 	})

@@ -1,4 +1,4 @@
-package local
+package execpump
 
 import (
 	"os"
@@ -6,10 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pipePending says how many bytes wait unread in the output pipe r
+// PipePending says how many bytes wait unread in the output pipe r
 // (FIONREAD), so the drain after the shell's exit never takes a reader
-// that was not scheduled yet for silence (execpump.Config.Pending).
-func pipePending(r *os.File) func() int {
+// that was not scheduled yet for silence (Config.Pending); nil when r is not pollable.
+func PipePending(r *os.File) func() int {
 	rc, err := r.SyscallConn()
 	if err != nil {
 		return nil

@@ -1,4 +1,4 @@
-package local
+package execpump
 
 import (
 	"os"
@@ -12,7 +12,7 @@ func TestPipePendingCountsUnreadBytes(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	pending := pipePending(r)
+	pending := PipePending(r)
 	if n := pending(); n != 0 {
 		t.Fatalf("empty pipe: %d pending", n)
 	}
