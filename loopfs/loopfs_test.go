@@ -1,0 +1,105 @@
+//go:build linux
+
+package loopfs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/loopfs"
+)
+
+// need skips (or, in CI, fails) where loop filesystems cannot be made.
+func need(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "mkfs.ext4", "mount", "umount")
+	if err := loopfs.Probe(t.TempDir()); err != nil {
+		if testutil.InCI() {
+			t.Fatalf("loop filesystems: %v", err)
+		}
+		t.Skipf("loop filesystems: %v", err)
+	}
+}
+
+// TestWritingPastTheSizeIsENOSPCAndDeletingWorks: the kernel holds the
+// limit, whoever writes; a full filesystem still lets files go.
+func TestWritingPastTheSizeIsENOSPCAndDeletingWorks(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "ws.img"), filepath.Join(base, "ws")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopfs.Make(ctx, img, dir, loopfs.MinSize, 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loopfs.Remove(ctx, img, dir) })
+
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Errorf("a new filesystem holds %v, want nothing", entries)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil || st.Uid != 1234 || st.Gid != 1234 {
+		t.Errorf("root owned by %d:%d (%v), want 1234:1234", st.Uid, st.Gid, err)
+	}
+	if ok, err := loopfs.Mounted(dir); !ok || err != nil {
+		t.Fatalf("Mounted = %v, %v", ok, err)
+	}
+
+	big := filepath.Join(dir, "big")
+	err := os.WriteFile(big, bytes.Repeat([]byte("x"), 2*loopfs.MinSize), 0o600)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing twice the size: %v, want ENOSPC", err)
+	}
+	used, size, err := loopfs.Usage(dir)
+	if err != nil || size <= 0 || size > loopfs.MinSize || used < size*3/4 {
+		t.Errorf("full: used %d of %d (%v)", used, size, err)
+	}
+	if err := os.Remove(big); err != nil {
+		t.Fatalf("deleting on a full filesystem: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "small"), []byte("ok"), 0o600); err != nil {
+		t.Errorf("writing after the delete: %v", err)
+	}
+
+	// A second Mount of a mounted filesystem is a no-op (a restart).
+	if err := loopfs.Mount(ctx, img, dir); err != nil {
+		t.Errorf("Mount again: %v", err)
+	}
+	if err := loopfs.Remove(ctx, img, dir); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := loopfs.Mounted(dir); ok {
+		t.Error("still mounted after Remove")
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("image after Remove: %v", err)
+	}
+}
+
+// TestMakeLeavesNothingBehindOnFailure: a size below the minimum, or a
+// directory that is not there, leaves no image and no mount.
+func TestMakeLeavesNothingBehindOnFailure(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	img := filepath.Join(base, "ws.img")
+	if err := loopfs.Make(ctx, img, base, loopfs.MinSize-1, 0, 0); err == nil {
+		t.Error("a size below MinSize was accepted")
+	}
+	if err := loopfs.Make(ctx, img, filepath.Join(base, "missing"), loopfs.MinSize, 0, 0); err == nil {
+		t.Error("a missing directory was accepted")
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("image after failed Makes: %v", err)
+	}
+}
