@@ -46,6 +46,9 @@ func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
 	if t := i.Transport; t != nil {
 		out.Transport = &wire.Transport{Agent: t.Agent, Detail: t.Detail}
 	}
+	if d := i.Disk; d != nil {
+		out.Disk = &wire.Disk{UsedBytes: d.UsedBytes, LimitBytes: d.LimitBytes}
+	}
 	return out
 }
 

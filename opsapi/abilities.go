@@ -82,6 +82,30 @@ type DiskMeasurer interface {
 	DiskUsage(ctx context.Context) (int64, error)
 }
 
+// DiskLimiter is an optional ability of a Workspace whose files can live
+// on a filesystem of their own, of a fixed size: writing past it is ENOSPC
+// inside the workspace, whoever writes, and deleting always works.
+type DiskLimiter interface {
+	// Disk is the filesystem's use and size. LimitBytes 0 says this
+	// workspace has no such filesystem (UsedBytes is then 0 too).
+	Disk() (Disk, error)
+}
+
+// Disk is a workspace's own filesystem as the kernel sees it.
+type Disk struct {
+	// UsedBytes counts files and the filesystem's own structures.
+	UsedBytes  int64
+	LimitBytes int64
+}
+
+// DiskSizer is an optional ability of a Backend whose workspaces can have
+// filesystems of their own (DiskLimiter): the size a Create with these
+// options would give, 0 for none, so that a tenant's disk quota is
+// checked before anything is made. Options Create would refuse size 0.
+type DiskSizer interface {
+	DiskLimit(options json.RawMessage) int64
+}
+
 // HidingLister is an optional ability of a Workspace whose listings a
 // policy filters: ReadDir, plus how many entries it hid, so that a tool
 // can say that the listing is not the whole directory. It is the

@@ -32,6 +32,16 @@ type WorkspaceInfo struct {
 	// through the in-box agent or the fallback; absent for a backend
 	// without an agent.
 	Transport *Transport `json:"transport,omitempty"`
+	// Disk is the workspace's own filesystem, whose size the kernel
+	// holds; absent for a workspace without one (see docs/tenancy.md).
+	Disk *Disk `json:"disk,omitempty"`
+}
+
+// Disk is a workspace's own filesystem (opsapi.Disk).
+type Disk struct {
+	// UsedBytes counts files and the filesystem's own structures.
+	UsedBytes  int64 `json:"usedBytes"`
+	LimitBytes int64 `json:"limitBytes"`
 }
 
 // Transport says whether a workspace's calls go through the in-box agent

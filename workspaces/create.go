@@ -52,6 +52,12 @@ func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, 
 		return Info{}, err
 	}
 	defer release()
+	releaseDisk, err := s.reserveDisk(ctx, t, b, options)
+	if err != nil {
+		notesFrom(ctx).Deny("quota", err.Error())
+		return Info{}, err
+	}
+	defer releaseDisk()
 	if s.isStopping() {
 		return Info{}, errShuttingDown
 	}

@@ -25,7 +25,7 @@ func (s *Service) admit(ctx context.Context, w *Workspace, c policy.Call) (conte
 	if len(c.Write) == 0 && !c.HasCommand && c.Tool != BashTool {
 		return ctx, d, nil
 	}
-	if err := s.overDisk(ctx, w.tenant); err != nil {
+	if err := s.overDisk(ctx, w); err != nil {
 		notesFrom(ctx).Deny("quota", err.Error())
 		return ctx, policy.Decision{Rule: "quota", Reason: err.Error()}, err
 	}

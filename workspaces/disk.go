@@ -2,11 +2,13 @@ package workspaces
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tenant"
 )
 
 // diskCacheTTL is how long a workspace's measured disk use stands: a
@@ -44,37 +46,89 @@ func (d *diskCache) of(ctx context.Context, id string, m opsapi.DiskMeasurer) in
 	return total
 }
 
-// overDisk returns a denial when the tenant's measurable workspaces
-// (opsapi.DiskMeasurer) together hold its DiskBytes quota or more. It is
-// checked before calls that write; a single call can still overshoot by
-// what it writes.
-func (s *Service) overDisk(ctx context.Context, tenantName string) error {
-	t := s.reg.Load().Lookup(tenantName)
-	if t == nil || t.Quotas.DiskBytes <= 0 {
-		return nil
+// diskHeld is what one workspace holds of its tenant's disk quota: the
+// size of its own filesystem when it has one (the kernel keeps it within),
+// else what its files measure (best effort: opsapi.DiskMeasurer), else
+// nothing.
+func (s *Service) diskHeld(ctx context.Context, w *Workspace) (held int64, limited bool) {
+	if l, ok := opsapi.As[opsapi.DiskLimiter](w.ws); ok {
+		if d, err := l.Disk(); err == nil && d.LimitBytes > 0 {
+			return d.LimitBytes, true
+		}
 	}
-	type measured struct {
-		id string
-		m  opsapi.DiskMeasurer
+	if m, ok := opsapi.As[opsapi.DiskMeasurer](w.ws); ok {
+		return s.disk.of(ctx, w.id, m), false
 	}
-	var ms []measured
+	return 0, false
+}
+
+// tenantDisk adds up what the tenant's workspaces hold of its disk quota,
+// and what creates under way have reserved.
+func (s *Service) tenantDisk(ctx context.Context, tenantName string) int64 {
+	var ws []*Workspace
 	s.mu.RLock()
 	for _, w := range s.workspaces {
-		if w.tenant != tenantName {
-			continue
-		}
-		if m, ok := opsapi.As[opsapi.DiskMeasurer](w.ws); ok {
-			ms = append(ms, measured{w.id, m})
+		if w.tenant == tenantName {
+			ws = append(ws, w)
 		}
 	}
 	s.mu.RUnlock()
-	var used int64
-	for _, x := range ms {
-		used += s.disk.of(ctx, x.id, x.m)
+	var total int64
+	for _, w := range ws {
+		held, _ := s.diskHeld(ctx, w)
+		total += held
 	}
-	if used >= t.Quotas.DiskBytes {
+	return total
+}
+
+// overDisk returns a denial when w has no filesystem of its own and the
+// tenant's workspaces together hold its DiskBytes quota or more. It is
+// checked before calls that write; a single call can still overshoot by
+// what it writes. A workspace with its own filesystem is never denied:
+// the kernel keeps it within its size, the sizes were admitted against
+// the quota at create, and a full one must still be able to run rm.
+func (s *Service) overDisk(ctx context.Context, w *Workspace) error {
+	t := s.reg.Load().Lookup(w.tenant)
+	if t == nil || t.Quotas.DiskBytes <= 0 {
+		return nil
+	}
+	if _, limited := s.diskHeld(ctx, w); limited {
+		return nil
+	}
+	if used := s.tenantDisk(ctx, w.tenant); used >= t.Quotas.DiskBytes {
 		return opsapi.E("write", "", opsapi.ErrDenied,
-			fmt.Errorf("disk quota exceeded: tenant %s uses %d of %d bytes", tenantName, used, t.Quotas.DiskBytes))
+			fmt.Errorf("disk quota exceeded: tenant %s uses %d of %d bytes", w.tenant, used, t.Quotas.DiskBytes))
 	}
 	return nil
+}
+
+// reserveDisk admits a create against the tenant's disk quota: the size
+// the backend will give the workspace's own filesystem (opsapi.DiskSizer)
+// must fit beside what the tenant's workspaces hold and other creates
+// reserved; a workspace without one is admitted while the tenant is under
+// its quota. The returned func gives the reservation back (the
+// workspace, if made, holds its size by then).
+func (s *Service) reserveDisk(ctx context.Context, t *tenant.Tenant, b opsapi.Backend, options json.RawMessage) (func(), error) {
+	q := t.Quotas.DiskBytes
+	if q <= 0 {
+		return func() {}, nil
+	}
+	var size int64
+	if ds, ok := b.(opsapi.DiskSizer); ok {
+		size = ds.DiskLimit(options)
+	}
+	held := s.tenantDisk(ctx, t.Name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held += s.diskCreating[t.Name]
+	if held+size > q || size == 0 && held >= q {
+		return nil, opsapi.E("create", "", opsapi.ErrDenied,
+			fmt.Errorf("disk quota exceeded: tenant %s holds %d of %d bytes; a workspace of %d more does not fit", t.Name, held, q, size))
+	}
+	s.diskCreating[t.Name] += size
+	return func() {
+		s.mu.Lock()
+		s.diskCreating[t.Name] -= size
+		s.mu.Unlock()
+	}, nil
 }

@@ -63,6 +63,9 @@ type Service struct {
 	mu         sync.RWMutex
 	workspaces map[string]*Workspace
 	creating   map[string]int // tenant -> creates in progress, for the quota
+	// diskCreating is tenant -> bytes of disk the creates in progress
+	// reserved (reserveDisk).
+	diskCreating map[string]int64
 
 	calls    callSet
 	stopping chan struct{} // closed when Shutdown begins
@@ -96,6 +99,9 @@ type Info struct {
 	// Transport is how calls reach the workspace
 	// (opsapi.TransportReporter); nil when the backend does not say.
 	Transport *opsapi.Transport
+	// Disk is the workspace's own filesystem (opsapi.DiskLimiter); nil
+	// when it has none.
+	Disk *opsapi.Disk
 }
 
 // ID is the workspace's id.
@@ -117,6 +123,11 @@ func (w *Workspace) Info() Info {
 	if t, ok := opsapi.As[opsapi.TransportReporter](w.ws); ok {
 		tr := t.Transport()
 		i.Transport = &tr
+	}
+	if l, ok := opsapi.As[opsapi.DiskLimiter](w.ws); ok {
+		if d, err := l.Disk(); err == nil && d.LimitBytes > 0 {
+			i.Disk = &d
+		}
 	}
 	return i
 }
@@ -151,13 +162,14 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		return nil, errors.New("broker: no tenant registry")
 	}
 	s := &Service{
-		cfg:        cfg,
-		logger:     logger,
-		backends:   cfg.Backends,
-		obs:        cfg.Observer,
-		workspaces: map[string]*Workspace{},
-		creating:   map[string]int{},
-		stopping:   make(chan struct{}),
+		cfg:          cfg,
+		logger:       logger,
+		backends:     cfg.Backends,
+		obs:          cfg.Observer,
+		workspaces:   map[string]*Workspace{},
+		creating:     map[string]int{},
+		diskCreating: map[string]int64{},
+		stopping:     make(chan struct{}),
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}

@@ -8,10 +8,16 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// DiskUsage walks the workspace directory and adds up its regular files'
-// sizes; entries that vanish or cannot be read are skipped. ctx ending
+// DiskUsage is what the workspace's own filesystem uses, when it has one.
+// Otherwise it walks the workspace directory and adds up its regular
+// files' sizes; entries that vanish or cannot be read are skipped. ctx ending
 // stops the walk with ErrCanceled or ErrTimeout.
 func (w *Workspace) DiskUsage(ctx context.Context) (int64, error) {
+	if w.disk > 0 {
+		// Its own filesystem: one statfs, exact, whatever the tree.
+		d, err := w.Disk()
+		return d.UsedBytes, err
+	}
 	var total int64
 	err := filepath.WalkDir(w.root, func(_ string, e fs.DirEntry, err error) error {
 		if ctxErr := ctx.Err(); ctxErr != nil {

@@ -30,8 +30,10 @@ type Config struct {
 	// fallback.
 	Cgroups string `json:"cgroups" yaml:"cgroups"`
 	// Limits are every workspace's default limits (a workspace's options
-	// may set its own); zero fields mean no limit. They need cgroups.
-	Limits cgroups.Limits `json:"limits" yaml:"limits"`
+	// may set its own); zero fields mean no limit. Memory, pids and CPU
+	// need cgroups; diskBytes needs root and loop devices, and falls back
+	// to measuring (logged at start) where the host has neither.
+	Limits Limits `json:"limits" yaml:"limits"`
 	// CommandLimits bound each command inside its workspace; zero fields
 	// mean only the workspace's limits apply.
 	CommandLimits cgroups.Limits `json:"commandLimits" yaml:"commandLimits"`

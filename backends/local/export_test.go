@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"os/exec"
 
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
@@ -19,4 +20,12 @@ func HoldStarts() (started <-chan struct{}, release, restore func()) {
 		return orig(sp, cmd)
 	}
 	return begun, func() { close(gate) }, func() { startWith = orig }
+}
+
+// NoLoopDevices makes the backends built until restore act as on a host
+// that cannot give workspaces filesystems of their own.
+func NoLoopDevices() (restore func()) {
+	orig := probeDisks
+	probeDisks = func(string) error { return errors.New("no loop devices (test)") }
+	return func() { probeDisks = orig }
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
+	"github.com/wsbroker/wsbroker/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -88,6 +88,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if m := b.missing(cfg.Sandbox.Require); len(m) > 0 {
 		b.logger.Warn("sandbox: required layers do not hold on this host: workspaces will be refused", "missing", m)
 	}
+	b.openDisks()
 	b.reconcile()
 	return b, nil
 }
@@ -120,7 +121,7 @@ func (b *Backend) openCgroups() error {
 	}
 	b.cg = cg
 	b.logger.Info("cgroups in use", "mode", cg.Mode().String(), "path", cg.Path(), "controllers", cg.Controllers())
-	for _, l := range []cgroups.Limits{b.cfg.Limits, b.cfg.CommandLimits} {
+	for _, l := range []cgroups.Limits{b.cfg.Limits.Limits, b.cfg.CommandLimits} {
 		if m := cg.Missing(l); len(m) > 0 {
 			b.logger.Warn("configured limits not enforced: controllers missing", "controllers", m)
 		}
@@ -194,7 +195,7 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 type createOptions struct {
 	// Limits override the backend's default workspace limits field by
 	// field; they need cgroups.
-	Limits *cgroups.Limits `json:"limits"`
+	Limits *Limits `json:"limits"`
 }
 
 // Create makes the directory of a new workspace. An ID that is not a safe
@@ -209,13 +210,9 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if !validID.MatchString(spec.ID) {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("invalid workspace id %q", spec.ID))
 	}
-	var o createOptions
-	if raw := bytes.TrimSpace(spec.Options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
-			return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
-		}
+	o, err := parseOptions(spec.Options)
+	if err != nil {
+		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
 	}
 	limits := b.cfg.Limits
 	if o.Limits != nil {
@@ -224,7 +221,7 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 		}
 		limits = o.Limits.Merge(limits)
 	}
-	if !limits.IsZero() && b.cg == nil {
+	if !limits.Limits.IsZero() && b.cg == nil {
 		return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, errors.New("options: limits need cgroups, which this broker cannot use"))
 	}
 	if m := b.missing(b.cfg.Sandbox.Require); len(m) > 0 {
@@ -242,13 +239,25 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if err := os.Mkdir(dir, mode); err != nil {
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
-	if err := b.saveLimits(spec.ID, limits); err != nil {
+	if limits.DiskBytes > 0 {
+		if err := b.makeDisk(ctx, spec.ID, dir, limits.DiskBytes, mode); err != nil {
+			os.Remove(dir)
+			return nil, err
+		}
+	}
+	undo := func() {
+		if limits.DiskBytes > 0 {
+			_ = loopfs.Remove(context.WithoutCancel(ctx), b.diskImage(spec.ID), dir)
+		}
 		os.Remove(dir)
+	}
+	if err := b.saveLimits(spec.ID, limits); err != nil {
+		undo()
 		return nil, opsapi.E(op, spec.ID, nil, err)
 	}
 	ws, err := b.open(spec.ID, limits)
 	if err != nil {
-		os.Remove(dir)
+		undo()
 		b.dropLimits(spec.ID)
 		return nil, err
 	}
@@ -331,7 +340,7 @@ func (w *Workspace) ensureGroup() error {
 	w.b.cgMu.Lock()
 	defer w.b.cgMu.Unlock()
 	// The same path as w.cg: only the directories are made again.
-	_, err := w.b.cg.Group(w.id, w.b.loadLimits(w.id))
+	_, err := w.b.cg.Group(w.id, w.b.loadLimits(w.id).Limits)
 	return err
 }
 
@@ -341,7 +350,7 @@ func (b *Backend) limitsFile(id string) string {
 	return filepath.Join(b.cfg.StateDir, "limits", id+".json")
 }
 
-func (b *Backend) saveLimits(id string, l cgroups.Limits) error {
+func (b *Backend) saveLimits(id string, l Limits) error {
 	if l.IsZero() {
 		return nil
 	}
@@ -356,12 +365,12 @@ func (b *Backend) saveLimits(id string, l cgroups.Limits) error {
 }
 
 // loadLimits is what saveLimits kept, or the configured defaults.
-func (b *Backend) loadLimits(id string) cgroups.Limits {
+func (b *Backend) loadLimits(id string) Limits {
 	data, err := os.ReadFile(b.limitsFile(id))
 	if err != nil {
 		return b.cfg.Limits
 	}
-	var l cgroups.Limits
+	var l Limits
 	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
 		b.logger.Warn("unreadable saved limits; using the configured ones", "workspace", id, "err", err)
 		return b.cfg.Limits
@@ -371,8 +380,13 @@ func (b *Backend) loadLimits(id string) cgroups.Limits {
 
 func (b *Backend) dropLimits(id string) { _ = os.Remove(b.limitsFile(id)) }
 
-func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
+func (b *Backend) open(id string, limits Limits) (*Workspace, error) {
 	dir := filepath.Join(b.dir, id)
+	if limits.DiskBytes > 0 {
+		if err := b.mountDisk(id, dir); err != nil {
+			return nil, opsapi.E("local.open", id, opsapi.ErrUnavailable, err)
+		}
+	}
 	uid := -1
 	if b.sb != nil {
 		var err error
@@ -387,7 +401,7 @@ func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 	var cg *cgroups.Group
 	if b.cg != nil {
 		b.cgMu.Lock()
-		cg, err = b.cg.Group(id, limits)
+		cg, err = b.cg.Group(id, limits.Limits)
 		b.cgMu.Unlock()
 		if err != nil {
 			root.Close()
@@ -396,6 +410,7 @@ func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 	}
 	return &Workspace{
 		cg:     cg,
+		disk:   limits.DiskBytes,
 		b:      b,
 		uid:    uid,
 		id:     id,
@@ -413,6 +428,7 @@ func (b *Backend) open(id string, limits cgroups.Limits) (*Workspace, error) {
 // is confined to, and where commands run.
 type Workspace struct {
 	id     string
+	disk   int64    // the size of its own filesystem (loopfs), 0 for none
 	root   string   // canonical absolute path of the directory
 	fsroot *os.Root // every file access goes through it
 	cfg    Config
@@ -498,6 +514,9 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 		}
 	}
 	w.fsroot.Close()
+	if err := w.removeDisk(); err != nil {
+		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
+	}
 	w.b.dropLimits(w.id)
 	if err := removeAll(w.root); err != nil {
 		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))

@@ -1,0 +1,159 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Limits are a workspace's limits: its cgroup's, and the size of a
+// filesystem of its own.
+type Limits struct {
+	cgroups.Limits `yaml:",inline"`
+	// DiskBytes gives the workspace a filesystem of its own of this size
+	// (package loopfs): writing past it is ENOSPC inside the workspace,
+	// whoever writes. Zero means none: the workspace shares the state
+	// directory's filesystem, and a tenant's disk quota is kept by
+	// measuring it (best effort).
+	DiskBytes int64 `json:"diskBytes,omitempty" yaml:"diskBytes"`
+}
+
+// Validate rejects negative limits and a disk below loopfs.MinSize.
+func (l Limits) Validate() error {
+	err := l.Limits.Validate()
+	if l.DiskBytes < 0 || l.DiskBytes > 0 && l.DiskBytes < loopfs.MinSize {
+		err = errors.Join(err, fmt.Errorf("diskBytes must be 0 (none) or at least %d, got %d", loopfs.MinSize, l.DiskBytes))
+	}
+	return err
+}
+
+// Merge returns l with every zero field taken from d.
+func (l Limits) Merge(d Limits) Limits {
+	l.Limits = l.Limits.Merge(d.Limits)
+	if l.DiskBytes == 0 {
+		l.DiskBytes = d.DiskBytes
+	}
+	return l
+}
+
+// IsZero says no limit is set.
+func (l Limits) IsZero() bool { return l.Limits.IsZero() && l.DiskBytes == 0 }
+
+// openDisks decides whether workspaces get filesystems of their own by
+// default: a configured size the host cannot give falls back to measuring
+// (logged once here), rather than refusing every create.
+func (b *Backend) openDisks() {
+	if b.cfg.Limits.DiskBytes == 0 {
+		return
+	}
+	if err := b.diskProbe(); err != nil {
+		b.logger.Warn("disk limits not enforced: workspaces share the state directory's filesystem and a tenant's "+
+			"disk quota is kept by measuring them (best effort)", "diskBytes", b.cfg.Limits.DiskBytes, "err", err)
+		b.cfg.Limits.DiskBytes = 0
+		return
+	}
+	b.logger.Info("disk limits enforced by the kernel: each workspace is a filesystem of its own", "diskBytes", b.cfg.Limits.DiskBytes)
+}
+
+// diskProbe says why this host cannot give workspaces filesystems of
+// their own, nil when it can.
+func (b *Backend) diskProbe() error {
+	dir := b.disksDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return probeDisks(dir)
+}
+
+// probeDisks is loopfs.Probe; tests stand in a host that cannot.
+var probeDisks = loopfs.Probe
+
+// disksDir holds the workspaces' filesystem images, outside every
+// workspace.
+func (b *Backend) disksDir() string { return filepath.Join(b.cfg.StateDir, "disks") }
+
+func (b *Backend) diskImage(id string) string { return filepath.Join(b.disksDir(), id+".img") }
+
+// DiskLimit is opsapi.DiskSizer's: the size of the filesystem a Create
+// with these options would give.
+func (b *Backend) DiskLimit(options json.RawMessage) int64 {
+	o, err := parseOptions(options)
+	if err != nil {
+		return 0
+	}
+	l := b.cfg.Limits
+	if o.Limits != nil {
+		l = o.Limits.Merge(l)
+	}
+	return l.DiskBytes
+}
+
+// makeDisk gives the new workspace directory dir a filesystem of size
+// bytes, with dir's mode. A host that cannot is ErrInvalid: the caller
+// asked for a limit that would not hold.
+func (b *Backend) makeDisk(ctx context.Context, id, dir string, size int64, mode os.FileMode) error {
+	const op = "local.Create"
+	if err := b.diskProbe(); err != nil {
+		return opsapi.E(op, id, opsapi.ErrInvalid, fmt.Errorf("options: limits.diskBytes: this host cannot give a workspace a filesystem of its own: %w", err))
+	}
+	if err := loopfs.Make(ctx, b.diskImage(id), dir, size, os.Geteuid(), os.Getegid()); err != nil {
+		return opsapi.E(op, id, opsapi.ErrUnavailable, err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		_ = loopfs.Remove(context.WithoutCancel(ctx), b.diskImage(id), dir)
+		return opsapi.E(op, id, nil, err)
+	}
+	return nil
+}
+
+// mountDisk mounts the workspace's filesystem again where it is not (a
+// reboot); the kernel keeps it mounted across a restart of the broker.
+func (b *Backend) mountDisk(id, dir string) error {
+	return loopfs.Mount(context.Background(), b.diskImage(id), dir)
+}
+
+// removeDisk unmounts the workspace's filesystem and deletes its image.
+func (w *Workspace) removeDisk() error {
+	if w.disk == 0 {
+		return nil
+	}
+	return loopfs.Remove(context.Background(), w.b.diskImage(w.id), w.root)
+}
+
+// Disk is opsapi.DiskLimiter's: the workspace's own filesystem.
+func (w *Workspace) Disk() (opsapi.Disk, error) {
+	if w.disk == 0 {
+		return opsapi.Disk{}, nil
+	}
+	used, _, err := loopfs.Usage(w.root)
+	if err != nil {
+		return opsapi.Disk{}, opsapi.E("local.Disk", w.id, nil, err)
+	}
+	return opsapi.Disk{UsedBytes: used, LimitBytes: w.disk}, nil
+}
+
+// parseOptions decodes Create's options; unknown fields are errors.
+func parseOptions(raw json.RawMessage) (createOptions, error) {
+	var o createOptions
+	if raw := bytes.TrimSpace(raw); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return createOptions{}, err
+		}
+	}
+	return o, nil
+}
+
+var (
+	_ opsapi.DiskSizer   = (*Backend)(nil)
+	_ opsapi.DiskLimiter = (*Workspace)(nil)
+)

@@ -1,0 +1,169 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+const diskSize = 16 << 20
+
+// needLoop skips (or, in CI, fails) where the kernel cannot hold disk
+// limits: they need root and loop devices.
+func needLoop(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "mkfs.ext4", "mount", "umount")
+	if err := loopfs.Probe(t.TempDir()); err != nil {
+		if testutil.InCI() {
+			t.Fatalf("loop filesystems: %v", err)
+		}
+		t.Skipf("loop filesystems: %v", err)
+	}
+}
+
+func diskOptions(size int64) json.RawMessage {
+	return json.RawMessage(`{"limits":{"diskBytes":` + strings.TrimSpace(string(mustJSON(size))) + `}}`)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestDiskLimitIsTheKernels: past its size a workspace gets ENOSPC,
+// whoever writes (a command, a write through the broker, a file deeper
+// than PATH_MAX), deleting works on a full disk, its info says use and
+// limit, and a restart (with the filesystem unmounted, as by a reboot)
+// finds it limited still, files intact. Destroy leaves no mount or image.
+func TestDiskLimitIsTheKernels(t *testing.T) {
+	needLoop(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	b := newBackend(t, local.Config{StateDir: state})
+	if got := b.DiskLimit(diskOptions(diskSize)); got != diskSize {
+		t.Errorf("DiskLimit = %d, want %d", got, diskSize)
+	}
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "d", Options: diskOptions(diskSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := ws.(*local.Workspace)
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			_ = lw.Destroy(ctx)
+		}
+	})
+
+	if out := sh(t, lw, "ls -A; echo kept > keep"); out != "" {
+		t.Errorf("a new workspace lists %q, want nothing", out)
+	}
+	out := sh(t, lw, "head -c 32M /dev/zero > big; echo status $?")
+	if !strings.Contains(out, "No space left on device") || !strings.Contains(out, "status 1") {
+		t.Errorf("writing 32 MiB into 16: %q", out)
+	}
+	if out := sh(t, lw, "rm big && echo removed"); out != "removed\n" {
+		t.Errorf("rm on a full disk: %q", out)
+	}
+	// A file deeper than PATH_MAX is on the same filesystem.
+	out = sh(t, lw, `n=$(printf 'd%.0s' {1..200}); for i in $(seq 25); do mkdir $n && cd $n 2>/dev/null || exit 1; done
+		[ ${#PWD} -gt 4096 ] && echo deep; head -c 32M /dev/zero > f 2>/dev/null || echo full`)
+	if out != "deep\nfull\n" {
+		t.Errorf("deep write: %q", out)
+	}
+	sh(t, lw, "rm -rf d*")
+	err = lw.WriteFile(ctx, "through-the-broker", bytes.NewReader(make([]byte, 2*diskSize)))
+	if err == nil {
+		t.Error("WriteFile of twice the size succeeded")
+	}
+	if _, err := lw.Stat(ctx, "through-the-broker"); !errors.Is(err, opsapi.ErrNotExist) {
+		t.Errorf("a failed WriteFile left the file behind: %v", err)
+	}
+	d, err := lw.Disk()
+	if err != nil || d.LimitBytes != diskSize || d.UsedBytes <= 0 || d.UsedBytes > diskSize/2 {
+		t.Errorf("Disk() = %+v, %v", d, err)
+	}
+
+	// A reboot: the broker stops and the mount is gone.
+	root := ws.Root()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopfs.Unmount(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	b2 := newBackend(t, local.Config{StateDir: state})
+	found, err := b2.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw = found["d"].(*local.Workspace)
+	if got := readFile(t, lw, "keep"); got != "kept\n" {
+		t.Errorf("after the restart: keep = %q", got)
+	}
+	if d, err := lw.Disk(); err != nil || d.LimitBytes != diskSize {
+		t.Errorf("after the restart: Disk() = %+v, %v", d, err)
+	}
+	if out := sh(t, lw, "head -c 32M /dev/zero > big 2>/dev/null || echo full"); out != "full\n" {
+		t.Errorf("after the restart, the limit does not hold: %q", out)
+	}
+
+	if err := lw.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	destroyed = true
+	if ok, _ := loopfs.Mounted(root); ok {
+		t.Error("still mounted after Destroy")
+	}
+	images, _ := filepath.Glob(filepath.Join(state, "disks", "*.img"))
+	if len(images) != 0 {
+		t.Errorf("images after Destroy: %v", images)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("workspace directory after Destroy: %v", err)
+	}
+}
+
+// TestDiskLimitOptionsAreChecked: a size below the minimum is refused,
+// and one the host cannot hold is refused when asked for, while a
+// configured default falls back to measuring (logged at start).
+func TestDiskLimitOptionsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	b := newBackend(t, local.Config{})
+	_, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "small", Options: diskOptions(1 << 20)})
+	if !errors.Is(err, opsapi.ErrInvalid) || !strings.Contains(err.Error(), "diskBytes") {
+		t.Errorf("1 MiB disk: %v, want ErrInvalid naming diskBytes", err)
+	}
+
+	defer local.NoLoopDevices()()
+	b = newBackend(t, local.Config{})
+	_, err = b.Create(ctx, opsapi.WorkspaceSpec{ID: "asked", Options: diskOptions(diskSize)})
+	if !errors.Is(err, opsapi.ErrInvalid) || !strings.Contains(err.Error(), "no loop devices") {
+		t.Errorf("a disk the host cannot give: %v, want ErrInvalid with the reason", err)
+	}
+	cfg := local.Config{}
+	cfg.Limits.DiskBytes = diskSize
+	b = newBackend(t, cfg)
+	if got := b.DiskLimit(nil); got != 0 {
+		t.Errorf("DiskLimit after the fallback = %d, want 0", got)
+	}
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "fallback"})
+	if err != nil {
+		t.Fatalf("create with the fallback: %v", err)
+	}
+	defer ws.(*local.Workspace).Destroy(ctx)
+	if d, err := ws.(*local.Workspace).Disk(); err != nil || d.LimitBytes != 0 {
+		t.Errorf("fallback workspace: Disk() = %+v, %v; want no limit", d, err)
+	}
+}
