@@ -413,6 +413,7 @@ var passedThrough = map[string]func(opsapi.Workspace) bool{
 	"ProcessManager": func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.ProcessManager](ws); return ok },
 	"CreationTimer":  func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.CreationTimer](ws); return ok },
 	"DiskMeasurer":   func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.DiskMeasurer](ws); return ok },
+	"DiskLimiter":    func(ws opsapi.Workspace) bool { _, ok := opsapi.As[opsapi.DiskLimiter](ws); return ok },
 	"ConfinementReporter": func(ws opsapi.Workspace) bool {
 		_, ok := opsapi.As[opsapi.ConfinementReporter](ws)
 		return ok
