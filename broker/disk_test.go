@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/internal/testutil"
-	"github.com/wsbroker/wsbroker/loopfs"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/wire"
 )
@@ -18,14 +17,7 @@ import (
 // and limit, a full one still runs rm, and writing past its size is
 // refused by the kernel with nothing left behind.
 func TestDiskQuotaSumsTheKernelLimits(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "mkfs.ext4", "mount", "umount")
-	if err := loopfs.Probe(t.TempDir()); err != nil {
-		if testutil.InCI() {
-			t.Fatalf("loop filesystems: %v", err)
-		}
-		t.Skipf("loop filesystems: %v", err)
-	}
+	testutil.RequireLoopDevices(t)
 	const size = 16 << 20
 	tc := newTenancy(t, func(c *tenant.Config) { c.Quotas.DiskBytes = 40 << 20 }, nil, nil)
 	create := func() (*http.Response, []byte) {

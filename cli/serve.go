@@ -252,6 +252,9 @@ func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backen
 			// so a restarted broker finds them again.
 			dc.RunDir = filepath.Join(cfg.StateDir, "run")
 		}
+		if dc.DiskDir == "" {
+			dc.DiskDir = filepath.Join(cfg.StateDir, "disks")
+		}
 		db, err := docker.New(dc, logger)
 		if err != nil {
 			closeAll()

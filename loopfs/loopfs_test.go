@@ -15,23 +15,10 @@ import (
 	"github.com/wsbroker/wsbroker/loopfs"
 )
 
-// need skips (or, in CI, fails) where loop filesystems cannot be made.
-func need(t *testing.T) {
-	t.Helper()
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "mkfs.ext4", "mount", "umount")
-	if err := loopfs.Probe(t.TempDir()); err != nil {
-		if testutil.InCI() {
-			t.Fatalf("loop filesystems: %v", err)
-		}
-		t.Skipf("loop filesystems: %v", err)
-	}
-}
-
 // TestWritingPastTheSizeIsENOSPCAndDeletingWorks: the kernel holds the
 // limit, whoever writes; a full filesystem still lets files go.
 func TestWritingPastTheSizeIsENOSPCAndDeletingWorks(t *testing.T) {
-	need(t)
+	testutil.RequireLoopDevices(t)
 	ctx := context.Background()
 	base := t.TempDir()
 	img, dir := filepath.Join(base, "ws.img"), filepath.Join(base, "ws")
@@ -89,7 +76,7 @@ func TestWritingPastTheSizeIsENOSPCAndDeletingWorks(t *testing.T) {
 // TestMakeLeavesNothingBehindOnFailure: a size below the minimum, or a
 // directory that is not there, leaves no image and no mount.
 func TestMakeLeavesNothingBehindOnFailure(t *testing.T) {
-	need(t)
+	testutil.RequireLoopDevices(t)
 	ctx := context.Background()
 	base := t.TempDir()
 	img := filepath.Join(base, "ws.img")

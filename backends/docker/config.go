@@ -56,6 +56,20 @@ type Config struct {
 	// included, so a fork bomb stops there. A request may ask for less.
 	// Default 4096.
 	Pids int64 `json:"pids" yaml:"pids"`
+	// Disk gives each workspace volume a filesystem of its own of this
+	// size, "1GiB" or bytes (an ext4 image on a loop device on the
+	// engine's host, package loopfs): writing past it is ENOSPC inside the
+	// workspace, whoever writes, and rm always works. A create request may
+	// ask for less, or for any size of 8 MiB or more when none is
+	// configured. It needs the broker to run as root on the engine's own
+	// host (a unix socket engine); where it cannot, a configured size
+	// falls back to none, logged at start, and a requested one is
+	// refused. Zero: the volume lives on the engine's disk, unbounded.
+	Disk ByteSize `json:"disk" yaml:"disk"`
+	// DiskDir holds the workspace filesystems' images and mount points on
+	// the engine's host. Empty: wsbroker-disks-<hash of the identity> in
+	// the system's temporary directory; the broker sets <stateDir>/disks.
+	DiskDir string `json:"diskDir" yaml:"diskDir"`
 	// TmpfsSize bounds each tmpfs: the one at /tmp and, when the root
 	// filesystem is read-only and the image sets HOME, the one at HOME (so
 	// git, compilers and package managers can keep their configuration

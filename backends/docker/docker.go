@@ -11,6 +11,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
+	"github.com/wsbroker/wsbroker/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -109,6 +111,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	}
 	b.warnRisks()
 	b.setupAgent()
+	b.setupDisks()
 
 	api, err := client.NewClientWithOpts(client.WithHost(cfg.Host), client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -204,6 +207,7 @@ type createOptions struct {
 		Memory ByteSize `json:"memory"`
 		CPUs   float64  `json:"cpus"`
 		Pids   int64    `json:"pids"`
+		Disk   ByteSize `json:"disk"`
 	} `json:"limits"`
 	// Network must be Network or one of AllowedNetworks.
 	Network string `json:"network"`
@@ -215,6 +219,7 @@ type spec struct {
 	memory  int64
 	cpus    float64
 	pids    int64
+	disk    int64 // the volume's own filesystem, 0 for none
 	network string
 	home    string // the image's HOME, "" when it sets none
 	run     string // the host directory shared with the agent, "" for none
@@ -223,7 +228,7 @@ type spec struct {
 // resolve checks o against the configuration.
 func (b *Backend) resolve(o createOptions) (spec, error) {
 	c := b.cfg
-	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, pids: c.Pids, network: c.Network}
+	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, pids: c.Pids, disk: int64(c.Disk), network: c.Network}
 	var errs []error
 	if o.Image != "" {
 		if !b.imageAllowed(o.Image) {
@@ -249,6 +254,16 @@ func (b *Backend) resolve(o createOptions) (spec, error) {
 				errs = append(errs, fmt.Errorf("limits.pids %d must be between %d and %d", l.Pids, minPids, c.Pids))
 			}
 			s.pids = l.Pids
+		}
+		if l.Disk != 0 {
+			if l.Disk < loopfs.MinSize || c.Disk > 0 && l.Disk > c.Disk {
+				limit := "no limit"
+				if c.Disk > 0 {
+					limit = c.Disk.String()
+				}
+				errs = append(errs, fmt.Errorf("limits.disk %d must be between 8 MiB and %s", l.Disk, limit))
+			}
+			s.disk = int64(l.Disk)
 		}
 	}
 	if o.Network != "" {
@@ -316,7 +331,15 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if s.run = b.agentRunDir(ws.ID); s.run != "" {
 		labels[LabelAgent] = s.run
 	}
-	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
+	var driverOpts map[string]string
+	if s.disk > 0 {
+		if driverOpts, err = b.makeDisk(ctx, ws.ID, s.disk); err != nil {
+			return nil, err
+		}
+		labels[LabelDisk] = strconv.FormatInt(s.disk, 10)
+	}
+	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels, DriverOpts: driverOpts}); err != nil {
+		b.removeFailed(ws.ID, name)
 		return nil, engineErr(op, ws.ID, err)
 	}
 	cc, hc := b.containerConfig(s, name, labels)
@@ -337,6 +360,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	}
 	w := b.adopt(ws.ID, resp.ID, ws.Owner, b.cfg.WorkspaceDir, created)
 	w.agentDir = s.run
+	w.disk = s.disk
 	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
 	return w, nil
@@ -403,6 +427,9 @@ func (b *Backend) removeFailed(id, name string) {
 		b.logger.Warn("cleanup after a failed create", "workspace", id, "err", err)
 	}
 	if err := b.api.VolumeRemove(cctx, name, true); err != nil && !cerrdefs.IsNotFound(err) {
+		b.logger.Warn("cleanup after a failed create", "workspace", id, "err", err)
+	}
+	if err := b.removeDisk(cctx, id); err != nil {
 		b.logger.Warn("cleanup after a failed create", "workspace", id, "err", err)
 	}
 }
@@ -554,6 +581,23 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !validID.MatchString(id) || !slices.Contains(c.Names, "/"+namePrefix+id) {
 			continue
 		}
+		disk := diskOfLabels(c.Labels)
+		if disk > 0 {
+			// After a reboot the filesystem is not mounted, and the
+			// engine may already have started the container on the
+			// empty directory beneath: mount it, then restart the
+			// container so its volume binds the filesystem.
+			mounted, err := b.mountDisk(ctx, id)
+			if err != nil {
+				b.logger.Warn("rediscovered workspace's filesystem could not be mounted; skipping it", "workspace", id, "err", err)
+				continue
+			}
+			if mounted && c.State == "running" {
+				if err := b.api.ContainerRestart(ctx, c.ID, container.StopOptions{}); err != nil {
+					b.logger.Warn("rediscovered workspace could not be restarted on its filesystem", "workspace", id, "err", err)
+				}
+			}
+		}
 		if c.State != "running" {
 			if err := b.api.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 				b.logger.Warn("rediscovered workspace could not be started", "workspace", id, "state", c.State, "err", err)
@@ -573,6 +617,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if dir := c.Labels[LabelAgent]; b.agent.on && dir == b.agentDirOf(id) {
 			w.agentDir = dir
 		}
+		w.disk = disk
 		out[id] = w
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
@@ -592,6 +637,9 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			b.logger.Warn("orphan volume not removed", "volume", v.Name, "err", err)
 		} else {
 			b.logger.Info("removed the volume of a workspace whose container is gone", "volume", v.Name)
+			if err := b.removeDisk(ctx, id); err != nil {
+				b.logger.Warn("orphan volume's filesystem not removed", "volume", v.Name, "err", err)
+			}
 		}
 	}
 	return out, nil

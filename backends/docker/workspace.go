@@ -34,6 +34,7 @@ type Workspace struct {
 	owner   string // the owning tenant, from LabelOwner
 	root    string
 	created time.Time
+	disk    int64 // the size of the volume's own filesystem, 0 for none
 	logger  *slog.Logger
 	runner  *remoteexec.Runner
 
@@ -196,6 +197,10 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		w.destroyed.Store(false) // may be retried
 		return engineErr("docker.Destroy", w.id, err)
+	}
+	if err := w.b.removeDisk(ctx, w.id); err != nil {
+		w.destroyed.Store(false) // may be retried
+		return opsapi.E("docker.Destroy", w.id, nil, err)
 	}
 	w.b.forget(w)
 	if w.agentDir != "" {

@@ -18,20 +18,6 @@ import (
 
 const diskSize = 16 << 20
 
-// needLoop skips (or, in CI, fails) where the kernel cannot hold disk
-// limits: they need root and loop devices.
-func needLoop(t *testing.T) {
-	t.Helper()
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "mkfs.ext4", "mount", "umount")
-	if err := loopfs.Probe(t.TempDir()); err != nil {
-		if testutil.InCI() {
-			t.Fatalf("loop filesystems: %v", err)
-		}
-		t.Skipf("loop filesystems: %v", err)
-	}
-}
-
 func diskOptions(size int64) json.RawMessage {
 	return json.RawMessage(`{"limits":{"diskBytes":` + strings.TrimSpace(string(mustJSON(size))) + `}}`)
 }
@@ -47,7 +33,7 @@ func mustJSON(v any) []byte {
 // limit, and a restart (with the filesystem unmounted, as by a reboot)
 // finds it limited still, files intact. Destroy leaves no mount or image.
 func TestDiskLimitIsTheKernels(t *testing.T) {
-	needLoop(t)
+	testutil.RequireLoopDevices(t)
 	ctx := context.Background()
 	state := t.TempDir()
 	b := newBackend(t, local.Config{StateDir: state})

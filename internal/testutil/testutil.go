@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/wsbroker/wsbroker/loopfs"
 )
 
 // InCI reports whether skips are disallowed: CI=true, or
@@ -59,4 +61,15 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// RequireLoopDevices skips (fails under CI) unless workspaces can have
+// filesystems of their own here (package loopfs: root, loop devices,
+// mkfs.ext4, mount).
+func RequireLoopDevices(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	if err := loopfs.Probe(t.TempDir()); err != nil {
+		SkipOrFail(t, "loop filesystems: "+err.Error())
+	}
 }
