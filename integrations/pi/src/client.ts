@@ -28,6 +28,16 @@ export interface WorkspaceInfo {
 	confinement?: Confinement;
 	/** How calls reach the workspace (docker and ssh); absent for a backend without an in-box agent. */
 	transport?: Transport;
+	/** The workspace's own filesystem, whose size the kernel holds; absent for a workspace without one. */
+	disk?: Disk;
+}
+
+/** A workspace's own filesystem (wire.Disk). */
+export interface Disk {
+	/** Bytes in use: files and the filesystem's own structures. */
+	usedBytes: number;
+	/** The filesystem's size: writing past it is ENOSPC inside the workspace. */
+	limitBytes: number;
 }
 
 /** Whether a workspace's calls go through the in-box agent (wire.Transport). */
