@@ -56,6 +56,7 @@ var wireSchemas = map[string]wireSchema{
 	"Workspace":      {types: []any{wire.WorkspaceInfo{}}},
 	"Confinement":    {types: []any{wire.Confinement{}}},
 	"Transport":      {types: []any{wire.Transport{}}},
+	"Disk":           {types: []any{wire.Disk{}}},
 	"WorkspaceList":  {types: []any{wire.WorkspaceList{}}},
 	"ToolDefinition": {types: []any{wire.ToolDefinition{}}},
 	"ToolList":       {types: []any{wire.ToolList{}}},
