@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/agent/agentclient"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -126,6 +128,27 @@ func TestOutputIsNotOvertakenByTheExit(t *testing.T) {
 		res, out, err := run(t, c, `echo ok; echo two`, 0)
 		if err != nil || res.ExitCode != 0 || out != "ok\ntwo\n" {
 			t.Fatalf("run %d: exit %d, output %q, err %v", i, res.ExitCode, out, err)
+		}
+	}
+}
+
+// TestStderrIsNotOvertakenByTheExit: a program started with its stderr
+// apart (ripgrep) has said everything there by the time Wait returns,
+// however late its relay runs: the caller reads its error message then.
+func TestStderrIsNotOvertakenByTheExit(t *testing.T) {
+	c, _ := serve(t)
+	defer agent.PauseOutputRelays(4 * cfg.DrainIdle)()
+	for i := range 3 {
+		var stderr testutil.LockedBuffer
+		p, err := c.Start(context.Background(), []string{"/bin/sh", "-c", "echo bad regex >&2; exit 2"}, "/", nil, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(p.Stdout())
+		code, err := p.Wait()
+		p.Close()
+		if err != nil || code != 2 || string(out) != "" || stderr.String() != "bad regex\n" {
+			t.Fatalf("run %d: exit %d (%v), stdout %q, stderr %q", i, code, err, out, stderr.String())
 		}
 	}
 }

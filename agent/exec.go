@@ -30,12 +30,20 @@ type execStream struct {
 	mu     sync.Mutex
 	exited bool // the command's status was sent
 	killed bool // a kill was asked for (and sent to the reaper)
-	// The exit's frame waits in exitFrame until the output relay has sent
-	// everything the command wrote before it exited (see exitAfterOutput);
-	// outDone says the relay has ended, so the status goes at once.
-	out       *os.File
+	// The exit's frame waits in exitFrame until every relay has sent what
+	// the command wrote before it exited (see exitAfterOutput).
+	relays    []*relay
 	exitFrame []byte
-	outDone   bool
+}
+
+// relay is one of the command's output pipes being sent on.
+type relay struct {
+	f   *os.File
+	typ byte // FrameOutput or FrameStderr
+	eof bool // send FrameEOF at its end
+	// done: the pipe has ended; flushed: it was emptied after the exit.
+	// Guarded by the stream's mu.
+	done, flushed bool
 }
 
 func (e *execStream) frame(typ byte, payload []byte) error {
@@ -84,15 +92,18 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		_ = e.frame(FrameError, []byte("start: "+err.Error()))
 		return
 	}
-	e.r, e.id, e.out = r, id, outR
-	var relays sync.WaitGroup
-	relays.Add(2)
-	go func() { defer relays.Done(); e.relayOutput(outR, FrameOutput, true) }()
-	go func() { defer relays.Done(); e.relayStatus(s, statR) }()
+	e.r, e.id = r, id
+	e.relays = []*relay{{f: outR, typ: FrameOutput, eof: true}}
 	if spec.Stderr {
-		relays.Add(1)
-		go func() { defer relays.Done(); e.relayOutput(errR, FrameStderr, false) }()
+		e.relays = append(e.relays, &relay{f: errR, typ: FrameStderr})
 	}
+	var relays sync.WaitGroup
+	for _, rl := range e.relays {
+		relays.Add(1)
+		go func() { defer relays.Done(); e.relayOutput(rl) }()
+	}
+	relays.Add(1)
+	go func() { defer relays.Done(); e.relayStatus(s, statR) }()
 
 	// The client's frames: a kill, or the end of the stream.
 	fr := NewFrameReader(st)
@@ -128,10 +139,11 @@ func (e *execStream) kill() {
 	}
 }
 
-// relayOutput sends the command's output (or its stderr) until every
-// holder closed it; eof marks the main output, whose end is sent as
-// FrameEOF and which carries the exit's frame (exitAfterOutput).
-func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
+// relayOutput sends one of the command's output pipes until every holder
+// closed it. Once the command has exited it also empties the pipe and
+// says so (settle), so the exit's frame follows what came before it.
+func (e *execStream) relayOutput(rl *relay) {
+	r := rl.f
 	defer r.Close()
 	buf := make([]byte, 32<<10)
 	pending := execpump.PipePending(r)
@@ -139,28 +151,29 @@ func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			relayPause()
-			if e.frame(typ, buf[:n]) != nil {
+			if e.frame(rl.typ, buf[:n]) != nil {
 				// The client is gone: keep draining so the command is not
 				// stopped by a full pipe before its kill.
 				_ = r.SetReadDeadline(time.Time{})
 				_, _ = io.Copy(io.Discard, r)
+				e.settle(rl, true)
 				return
 			}
 		}
-		if eof && errors.Is(err, os.ErrDeadlineExceeded) {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// exitAfterOutput woke us: the command has exited.
 			_ = r.SetReadDeadline(time.Time{})
-			if !e.flush(r, buf, pending) {
-				return
+			if !e.flush(rl, buf, pending) {
+				continue // the client is gone; the next read drains
 			}
-			e.sendExit(false)
+			e.settle(rl, false)
 			continue
 		}
 		if err != nil {
-			if eof {
+			if rl.eof {
 				_ = e.frame(FrameEOF, nil)
-				e.sendExit(true)
 			}
+			e.settle(rl, true)
 			return
 		}
 	}
@@ -168,13 +181,13 @@ func (e *execStream) relayOutput(r *os.File, typ byte, eof bool) {
 
 // flush sends what the pipe holds now: with the command exited, that is
 // all it wrote before its exit. False when the client is gone.
-func (e *execStream) flush(r *os.File, buf []byte, pending func() int) bool {
+func (e *execStream) flush(rl *relay, buf []byte, pending func() int) bool {
 	if pending == nil {
 		return true
 	}
 	for n := pending(); n > 0; n = pending() {
-		m, err := r.Read(buf[:min(n, len(buf))])
-		if m > 0 && e.frame(FrameOutput, buf[:m]) != nil {
+		m, err := rl.f.Read(buf[:min(n, len(buf))])
+		if m > 0 && e.frame(rl.typ, buf[:m]) != nil {
 			return false
 		}
 		if err != nil {
@@ -184,37 +197,63 @@ func (e *execStream) flush(r *os.File, buf []byte, pending func() int) bool {
 	return true
 }
 
-// exitAfterOutput sends the exit's frame once the output relay has sent
-// the output before it. The two arrive on different pipes; the relay may
-// not have been scheduled since the command's last write (a loaded box),
-// and a client that drains by silence would lose that output if the exit
-// overtook it.
+// exitAfterOutput sends the exit's frame once every relay has sent the
+// output before it. Output and status arrive on different pipes; a relay
+// may not have been scheduled since the command's last write (a loaded
+// box), and a client that drains by silence would lose that output, or a
+// program's error message, if the exit overtook it.
 func (e *execStream) exitAfterOutput(frame []byte) {
 	e.mu.Lock()
 	e.exited = true
-	if !e.outDone {
-		e.exitFrame = frame
-		e.mu.Unlock()
-		_ = e.out.SetReadDeadline(time.Now()) // wake the relay
+	e.exitFrame = frame
+	var wake []*os.File
+	for _, rl := range e.relays {
+		if !rl.done {
+			wake = append(wake, rl.f)
+		}
+	}
+	ready := e.takeExit()
+	e.mu.Unlock()
+	if ready != nil {
+		_ = e.frame(FrameExit, ready)
 		return
 	}
-	e.mu.Unlock()
-	_ = e.frame(FrameExit, frame)
+	for _, f := range wake {
+		_ = f.SetReadDeadline(time.Now()) // wake the relay
+	}
 }
 
-// sendExit sends the exit's frame if one waits; done says the output
-// relay ends, so a later exit goes at once.
-func (e *execStream) sendExit(done bool) {
+// settle records that a relay has ended (done) or emptied its pipe after
+// the exit, and sends the exit's frame when it was the last one waited
+// for.
+func (e *execStream) settle(rl *relay, done bool) {
 	e.mu.Lock()
-	frame := e.exitFrame
-	e.exitFrame = nil
 	if done {
-		e.outDone = true
+		rl.done = true
+	} else {
+		rl.flushed = true
 	}
+	ready := e.takeExit()
 	e.mu.Unlock()
-	if frame != nil {
-		_ = e.frame(FrameExit, frame)
+	if ready != nil {
+		_ = e.frame(FrameExit, ready)
 	}
+}
+
+// takeExit returns the exit's frame, once, when one waits and every relay
+// has ended or emptied its pipe since; e.mu is held.
+func (e *execStream) takeExit() []byte {
+	if e.exitFrame == nil {
+		return nil
+	}
+	for _, rl := range e.relays {
+		if !rl.done && !rl.flushed {
+			return nil
+		}
+	}
+	f := e.exitFrame
+	e.exitFrame = nil
+	return f
 }
 
 // relayStatus turns the reaper's status lines into frames. A reaper that
