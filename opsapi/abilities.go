@@ -3,6 +3,7 @@ package opsapi
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"time"
 )
 
@@ -63,6 +64,23 @@ type ProcessManager interface {
 	// how many it killed. A pid that does not belong to the workspace is
 	// ErrNotExist and nothing is killed.
 	KillProcesses(ctx context.Context, pids []int) (int, error)
+}
+
+// TreeOperations is an optional ability of a Workspace: what moving whole
+// directory trees in and out (tar archives) needs beyond reading and writing
+// files: symbolic links and permission bits.
+type TreeOperations interface {
+	// Symlink makes path a symbolic link to target, stored as given (it is
+	// not resolved or checked here). An existing path is ErrExist; a missing
+	// parent ErrNotExist.
+	Symlink(ctx context.Context, target, path string) error
+	// Readlink is the target of the symbolic link at path (path's last
+	// element is not followed): ErrInvalid when path is not a link,
+	// ErrNotExist when missing.
+	Readlink(ctx context.Context, path string) (string, error)
+	// Chmod sets the permission bits (mode & 0o777) of path, following a
+	// link. Missing is ErrNotExist.
+	Chmod(ctx context.Context, path string, mode fs.FileMode) error
 }
 
 // CreationTimer is an optional ability of a Workspace: when it was made,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -37,6 +38,7 @@ var (
 	_ opsapi.Resolver       = (*Guard)(nil)
 	_ opsapi.Unwrapper      = (*Guard)(nil)
 	_ opsapi.HidingLister   = (*Guard)(nil)
+	_ opsapi.TreeOperations = (*Guard)(nil)
 )
 
 // NewGuard wraps ws; current returns the policy in force at each call (so
@@ -411,4 +413,44 @@ func (g *Guard) RealPath(ctx context.Context, p string) (string, error) {
 		return "", err
 	}
 	return rs.RealPath(ctx, p)
+}
+
+// Symlink checks the write rules on the link's own path, following links
+// among its parents. The target is not decided: whatever later reads or
+// writes through the link is decided where the link leads.
+func (g *Guard) Symlink(ctx context.Context, target, p string) error {
+	to, ok := g.inner.(opsapi.TreeOperations)
+	if !ok {
+		return unavailable("symlink", p)
+	}
+	if _, err := g.checkReal(ctx, "symlink", p, true); err != nil {
+		return err
+	}
+	return to.Symlink(ctx, target, p)
+}
+
+// Readlink checks the read rules, following links, as Stat does: a link
+// whose target the rules hide says nothing of it.
+func (g *Guard) Readlink(ctx context.Context, p string) (string, error) {
+	to, ok := g.inner.(opsapi.TreeOperations)
+	if !ok {
+		return "", unavailable("readlink", p)
+	}
+	if _, err := g.checkReal(ctx, "readlink", p, false); err != nil {
+		return "", err
+	}
+	return to.Readlink(ctx, p)
+}
+
+// Chmod checks the write rules, following links: the mode changes where
+// the link leads.
+func (g *Guard) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
+	to, ok := g.inner.(opsapi.TreeOperations)
+	if !ok {
+		return unavailable("chmod", p)
+	}
+	if _, err := g.checkReal(ctx, "chmod", p, true); err != nil {
+		return err
+	}
+	return to.Chmod(ctx, p, mode)
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, o Options) {
 		t.Run("files", s.files)
 		t.Run("search", s.search)
 		t.Run("exec", s.exec)
+		t.Run("tree", s.tree)
 	})
 	t.Run("confine", s.confine)
 	t.Run("tools", func(t *testing.T) {

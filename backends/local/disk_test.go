@@ -148,7 +148,7 @@ func TestDiskLimitOptionsAreChecked(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create with the fallback: %v", err)
 	}
-	defer ws.(*local.Workspace).Destroy(ctx)
+	defer func() { _ = ws.(*local.Workspace).Destroy(ctx) }()
 	if d, err := ws.(*local.Workspace).Disk(); err != nil || d.LimitBytes != 0 {
 		t.Errorf("fallback workspace: Disk() = %+v, %v; want no limit", d, err)
 	}
