@@ -18,7 +18,9 @@ const (
 	DefaultMaxJSONBody       = 1 << 20   // 1 MiB
 	DefaultMaxToolBody       = 16 << 20  // 16 MiB: a write tool call carries a whole file
 	DefaultMaxUploadBytes    = 256 << 20 // 256 MiB
-	DefaultMaxHeaderBytes    = 64 << 10  // 64 KiB
+	DefaultMaxArchiveBytes   = 1 << 30   // 1 GiB of file content in one tar
+	DefaultMaxArchiveEntries = 100_000
+	DefaultMaxHeaderBytes    = 64 << 10 // 64 KiB
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultBodyReadTimeout   = 60 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
@@ -75,6 +77,11 @@ type Config struct {
 	// MaxUploadBytes bounds a PUT /files body; past it the upload fails
 	// with 413 and the old file stays.
 	MaxUploadBytes int64
+	// MaxArchiveBytes and MaxArchiveEntries bound one tar in or out of a
+	// workspace (PUT and GET /archive): the bytes of its files' content
+	// and its entries. The body of a PUT is bounded by both together.
+	MaxArchiveBytes   int64
+	MaxArchiveEntries int
 	// MaxHeaderBytes bounds request headers (431 past it).
 	MaxHeaderBytes int
 	// ReadHeaderTimeout closes connections whose headers are too slow
@@ -145,6 +152,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxUploadBytes == 0 {
 		c.MaxUploadBytes = DefaultMaxUploadBytes
 	}
+	if c.MaxArchiveBytes == 0 {
+		c.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if c.MaxArchiveEntries == 0 {
+		c.MaxArchiveEntries = DefaultMaxArchiveEntries
+	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -202,7 +215,7 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.MaxJSONBody < 0, c.MaxToolBody < 0, c.MaxUploadBytes < 0:
+	case c.MaxJSONBody < 0, c.MaxToolBody < 0, c.MaxUploadBytes < 0, c.MaxArchiveBytes < 0, c.MaxArchiveEntries < 0:
 		return errors.New("broker: body limits must be positive")
 	case c.MaxHeaderBytes < 0:
 		return errors.New("broker: MaxHeaderBytes must be positive")

@@ -57,6 +57,8 @@ var wireSchemas = map[string]wireSchema{
 	"Confinement":    {types: []any{wire.Confinement{}}},
 	"Transport":      {types: []any{wire.Transport{}}},
 	"Disk":           {types: []any{wire.Disk{}}},
+	"ArchiveReport":  {types: []any{wire.ArchiveReport{}}},
+	"ArchiveRefusal": {types: []any{wire.ArchiveRefusal{}}},
 	"WorkspaceList":  {types: []any{wire.WorkspaceList{}}},
 	"ToolDefinition": {types: []any{wire.ToolDefinition{}}},
 	"ToolList":       {types: []any{wire.ToolList{}}},

@@ -42,6 +42,8 @@ func (res opsResource) Routes() chi.Router {
 	r.Get("/realpath", res.realpath)
 	r.Get("/dirs", res.readDir)
 	r.Post("/dirs", res.mkdir)
+	r.With(s.limitBody(s.archiveBodyLimit())).Put("/archive", res.putArchive)
+	r.Get("/archive", res.getArchive)
 	r.Group(func(r chi.Router) {
 		r.Use(s.limitBody(s.cfg.MaxJSONBody), s.requireJSON)
 		r.Post("/glob", res.glob)

@@ -58,6 +58,8 @@ var OpTools = map[string][]string{
 	"glob":     {"find"},
 	"search":   {"grep"},
 	"exec":     {"bash"},
+	"extract":  {"write"}, // a tar into a directory
+	"archive":  {"read"},  // a directory out as a tar
 	"stat":     Tools,
 	"access":   Tools,
 	"realpath": Tools,

@@ -85,3 +85,22 @@ type Confinement struct {
 type WorkspaceList struct {
 	Workspaces []WorkspaceInfo `json:"workspaces"`
 }
+
+// ArchiveReport is what a tar moved in or out of a workspace: the answer
+// to PUT /archive, and the Wsbroker-Archive-Report trailer of GET
+// /archive.
+type ArchiveReport struct {
+	Files int   `json:"files"`
+	Dirs  int   `json:"dirs"`
+	Links int   `json:"links"`
+	Bytes int64 `json:"bytes"` // file content
+	// Refused are the entries that did not land (or were left out), each
+	// with why.
+	Refused []ArchiveRefusal `json:"refused"`
+}
+
+// ArchiveRefusal is one entry that did not land, and why.
+type ArchiveRefusal struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
