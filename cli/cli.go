@@ -68,6 +68,7 @@ func commands() []command {
 		{"ws", "create, list and remove workspaces (ws create|ls|rm)", (*CLI).ws},
 		{"tool", "run a tool in a workspace: tool <ws> <name> '<json args>'", (*CLI).tool},
 		{"exec", "run a command in a workspace: exec <ws> -- <command...>", (*CLI).exec},
+		{"cp", "copy a directory tree in or out as one tar: cp <dir> <ws>:<dir> | cp <ws>:<dir> <dir>", (*CLI).cp},
 		{"policy", "check a policy file and explain its rules: policy check <file>", (*CLI).policyCmd},
 		{"audit", "verify an audit trail's hash chain: audit verify <file...>", (*CLI).auditCmd},
 		{"token", "make a token or the hash a tenant config holds: token new | token hash [token]", (*CLI).tokenCmd},

@@ -47,6 +47,11 @@ type serveConfig struct {
 	// MaxUploadBytes bounds one file upload (BROKER_MAX_UPLOAD_BYTES,
 	// --max-upload-bytes).
 	MaxUploadBytes int64 `yaml:"maxUploadBytes"`
+	// MaxArchiveBytes and MaxArchiveEntries bound one tar in or out of a
+	// workspace (PUT and GET /archive; broker cp): file content and
+	// entries. Defaults 1 GiB and 100,000.
+	MaxArchiveBytes   int64 `yaml:"maxArchiveBytes"`
+	MaxArchiveEntries int   `yaml:"maxArchiveEntries"`
 	// Local configures the local backend (its own YAML keys: killGrace,
 	// drainIdle, maxDrain, shell, rgPath); its stateDir defaults to
 	// <stateDir>/local.
@@ -318,8 +323,8 @@ func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, 
 	if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
-	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 {
-		return cfg, errors.New("shutdown grace and max upload bytes must not be negative")
+	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 || cfg.MaxArchiveBytes < 0 || cfg.MaxArchiveEntries < 0 {
+		return cfg, errors.New("shutdownGrace, maxUploadBytes, maxArchiveBytes and maxArchiveEntries must not be negative")
 	}
 	if _, err := cfg.MCP.config(); err != nil {
 		return cfg, err

@@ -41,6 +41,7 @@
 //	logLevel: info                   # debug, info, warn, error
 //	shutdownGrace: 10s
 //	maxUploadBytes: 268435456
+//	maxArchiveBytes: 1073741824       # file content of one tar in or out (broker cp)
 //	local:                           # the local backend (package local's Config)
 //	  killGrace: 2s
 //	  shell: /bin/bash

@@ -72,14 +72,16 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	bcfg := broker.Config{
-		MCP:            mcpCfg,
-		Addr:           cfg.Listen,
-		Tenants:        reg,
-		Audit:          auditLog,
-		OwnersFile:     filepath.Join(cfg.StateDir, "owners.json"),
-		TLS:            tlsCfg,
-		MaxUploadBytes: cfg.MaxUploadBytes,
-		ShutdownGrace:  cfg.ShutdownGrace,
+		MCP:               mcpCfg,
+		Addr:              cfg.Listen,
+		Tenants:           reg,
+		Audit:             auditLog,
+		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
+		TLS:               tlsCfg,
+		MaxUploadBytes:    cfg.MaxUploadBytes,
+		MaxArchiveBytes:   cfg.MaxArchiveBytes,
+		MaxArchiveEntries: cfg.MaxArchiveEntries,
+		ShutdownGrace:     cfg.ShutdownGrace,
 	}
 	cfg.HTTP.apply(&bcfg)
 	srv, err := broker.New(bcfg, backends, logger)
