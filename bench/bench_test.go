@@ -29,6 +29,7 @@ func TestSmoke(t *testing.T) {
 	cfg.Duration = 2 * time.Second
 	cfg.OpTime = 20 * time.Millisecond
 	cfg.Clients = 16
+	cfg.ArchiveBytes = 3 << 20
 	cfg.StreamBytes = 300 << 10 // past the tool's 50 KiB, so the output is truncated and counted
 	cfg.BrokerLogLevel = "warn"
 	cfg.HostileClients, cfg.HostileUnauth, cfg.HostileTime = 8, 50, time.Second

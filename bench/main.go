@@ -32,6 +32,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "calls per second of each load.mixed client (paced, open loop); 0 = back to back")
 	fs.Int64Var(&cfg.StreamBytes, "stream-bytes", cfg.StreamBytes, "bytes of zeros piped through base64 in stream.base64")
 	fs.IntVar(&cfg.StreamRuns, "stream-runs", cfg.StreamRuns, "repetitions of stream.base64")
+	fs.Int64Var(&cfg.ArchiveBytes, "archive-bytes", cfg.ArchiveBytes, "bytes of files in the tar of archive.up and archive.down")
 	fs.IntVar(&cfg.HostileClients, "hostile-clients", cfg.HostileClients, "slow uploads, and as many streaming execs, of the hostile.* rows")
 	fs.IntVar(&cfg.HostileUnauth, "hostile-unauth", cfg.HostileUnauth, "unauthenticated requests of the hostile.* rows' burst")
 	fs.DurationVar(&cfg.HostileTime, "hostile-time", cfg.HostileTime, "how long each slow upload and streaming exec of the hostile.* rows lasts")

@@ -49,6 +49,7 @@ const (
 var latencyOps = []string{
 	opRead4K, opWrite4K, opRead8M, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opSearchWide, opReadDirWide, opExecTrue,
 	toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, toolFind, toolLs,
+	archiveUp, archiveDown,
 	opCreate, // docker only
 }
 
@@ -75,7 +76,15 @@ const (
 
 // rowBytes are the bytes one call of a row moves; such a row also
 // reports MB/s, as size over its p50.
-var rowBytes = map[string]int64{opRead8M: size8M}
+func rowBytes(name string, cfg Config) int64 {
+	switch name {
+	case opRead8M:
+		return size8M
+	case archiveUp, archiveDown:
+		return cfg.ArchiveBytes
+	}
+	return 0
+}
 
 // content4K is 64 lines of 64 bytes.
 var content4K = func() []byte {
@@ -193,6 +202,7 @@ type toolFunc func(ctx context.Context, name string, args json.RawMessage, onUpd
 func workspaceClient(ws opsapi.Operations, call toolFunc, cfg Config, i int) Client {
 	c := operationOps(ws, i)
 	maps.Copy(c, toolOps(call, cfg, i))
+	maps.Copy(c, archiveOps(ws, cfg, i))
 	if r, ok := ws.(opsapi.Resolver); ok {
 		c[opRealPath] = func(ctx context.Context) error {
 			_, err := r.RealPath(ctx, file4K)

@@ -149,7 +149,20 @@ func agentGoals() []Goal {
 			Note: "issue 19: 2,000 files, 200 hits"},
 		{Row: opReadDirWide, Backend: "docker", Via: ViaHTTP, Metric: "p50", Unit: "ms", AtMost: true, Limit: 10, Value: p50,
 			Note: "issue 19: 1,000 entries"},
+		{Row: archiveUp, Backend: "docker", Via: ViaHTTP, Metric: "tar / p50", Unit: "MB/s", AtMost: false, Limit: 300,
+			Value: func(r Row) float64 { return r.MBps }, Cond: archiveCond, Note: "issue 20"},
+		{Row: archiveDown, Backend: "docker", Via: ViaHTTP, Metric: "tar / p50", Unit: "MB/s", AtMost: false, Limit: 300,
+			Value: func(r Row) float64 { return r.MBps }, Cond: archiveCond, Note: "issue 20"},
 	}
+}
+
+// archiveCond says when the archive rows ran smaller than issue 20's
+// 100 MiB.
+func archiveCond(c Config) string {
+	if c.ArchiveBytes != 100<<20 {
+		return fmt.Sprintf("%d MiB tar, target says 100", c.ArchiveBytes>>20)
+	}
+	return ""
 }
 
 // hostileGoals are issue 14's targets: while the hostile load runs, the

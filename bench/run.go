@@ -24,6 +24,7 @@ type Config struct {
 	Rate           float64       // calls/s per load client; 0 = back to back
 	StreamBytes    int64         // input bytes of stream.base64
 	StreamRuns     int           // repetitions of stream.base64
+	ArchiveBytes   int64         // file content of the archive.* rows' tar
 	HostileClients int           // slow uploads, and streaming execs, of the hostile scenario
 	HostileUnauth  int           // unauthenticated requests of its burst
 	HostileTime    time.Duration // how long each slow upload and exec lasts
@@ -45,6 +46,7 @@ func defaultConfig() Config {
 		Rate:           1,
 		StreamBytes:    1 << 30,
 		StreamRuns:     1,
+		ArchiveBytes:   100 << 20,
 		HostileClients: 200,
 		HostileUnauth:  2000,
 		HostileTime:    15 * time.Second,
@@ -67,6 +69,9 @@ func quickConfig(c Config, explicit map[string]bool) Config {
 	if !explicit["stream-bytes"] {
 		c.StreamBytes = 64 << 20
 	}
+	if !explicit["archive-bytes"] {
+		c.ArchiveBytes = 16 << 20
+	}
 	if !explicit["hostile-time"] {
 		c.HostileTime = 3 * time.Second
 	}
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Duration <= 0, c.OpTime <= 0:
 		return errors.New("-duration and -op-time must be positive")
+	case c.ArchiveBytes < 1:
+		return errors.New("-archive-bytes must be positive")
 	case c.Clients < 1:
 		return errors.New("-clients must be at least 1")
 	case c.Rate < 0:

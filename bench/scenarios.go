@@ -91,7 +91,7 @@ func runLatency(ctx context.Context, env *Env, sessions []*Session, rows []strin
 		}
 		for _, t := range turns {
 			res := Result{Name: name, Stats: t.rec.Stats(), Usage: t.usage}
-			if b := rowBytes[name]; b > 0 && res.P50 > 0 {
+			if b := rowBytes(name, env.Config); b > 0 && res.P50 > 0 {
 				res.MBps = float64(b) / 1e6 / res.P50.Seconds()
 			}
 			out[t.session] = append(out[t.session], res)
