@@ -2,6 +2,7 @@ package tarball
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -27,6 +31,7 @@ type Limits struct {
 type Refusal struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
+	index  int    // the entry's number, for the report's order
 }
 
 // Report says what an archive moved.
@@ -55,7 +60,9 @@ type Dest struct {
 // failing workspace end the extraction with an error, and the report
 // says what landed before.
 func Extract(ctx context.Context, r io.Reader, c Compression, d Dest, dir string, lim Limits) (Report, error) {
-	x := &extraction{ctx: ctx, d: d, dir: dir, lim: lim, links: map[string]bool{}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(writers)
+	x := &extraction{ctx: gctx, g: g, d: d, dir: dir, lim: lim, links: map[string]bool{}, inflight: map[string]chan struct{}{}}
 	zr, release, err := decompress(r, c)
 	if err != nil {
 		return x.rep, opsapi.E("extract", dir, opsapi.ErrInvalid, err)
@@ -64,36 +71,70 @@ func Extract(ctx context.Context, r io.Reader, c Compression, d Dest, dir string
 	if err := d.Files.Mkdir(ctx, dir); err != nil {
 		return x.rep, err
 	}
-	tr := tar.NewReader(zr)
-	entries := 0
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return x.rep, x.streamErr(err)
-		}
-		if hdr.Typeflag == tar.TypeXGlobalHeader {
-			continue // archive-wide metadata, nothing to land
-		}
-		if entries++; entries > lim.MaxEntries {
-			return x.rep, opsapi.E("extract", dir, opsapi.ErrTooLarge, fmt.Errorf("the archive has more than %d entries", lim.MaxEntries))
-		}
-		if err := x.entry(hdr, tr); err != nil {
-			return x.rep, err
-		}
+	err = x.run(tar.NewReader(zr))
+	// A writer's failure comes first: it is why the loop was canceled.
+	if werr := g.Wait(); werr != nil {
+		err = werr
+	}
+	slices.SortStableFunc(x.rep.Refused, func(a, b Refusal) int { return a.index - b.index })
+	if err != nil {
+		return x.rep, err
 	}
 	return x.rep, x.dirModes()
 }
 
-// extraction is one Extract's state.
+// Files of up to bufferMax bytes are read from the tar into memory and
+// written by one of writers goroutines, so that the workspace's per-file
+// round trips (several over SFTP) overlap; larger ones are written in
+// line. At most writers+1 buffers are held.
+const (
+	writers   = 4
+	bufferMax = 4 << 20
+)
+
+// run lands the entries of tr.
+func (x *extraction) run(tr *tar.Reader) error {
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return x.streamErr(err)
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // archive-wide metadata, nothing to land
+		}
+		if x.index++; x.index > x.lim.MaxEntries {
+			return opsapi.E("extract", x.dir, opsapi.ErrTooLarge, fmt.Errorf("the archive has more than %d entries", x.lim.MaxEntries))
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			return err
+		}
+		if err := x.ctx.Err(); err != nil {
+			return err // a writer failed
+		}
+	}
+}
+
+// extraction is one Extract's state. Only the loop (run) touches it,
+// except rep, which writers update under mu.
 type extraction struct {
-	ctx context.Context
+	ctx context.Context // ends when a writer fails
+	g   *errgroup.Group
 	d   Dest
 	dir string
 	lim Limits
+
+	mu  sync.Mutex
 	rep Report
+
+	index int   // the current entry's number
+	bytes int64 // file content read so far
+	// inflight are the names (clean, relative to dir) being written: an
+	// entry waits for those at its name and above it (wait), so the
+	// archive lands as if one entry after another.
+	inflight map[string]chan struct{}
 	// links are the names (clean, relative to dir) of the links made:
 	// nothing is written, and no link resolves, through one, so each
 	// name's lexical meaning is where it lands.
@@ -107,7 +148,24 @@ type dirMode struct {
 }
 
 func (x *extraction) refuse(name, format string, args ...any) {
-	x.rep.Refused = append(x.rep.Refused, Refusal{Name: name, Reason: fmt.Sprintf(format, args...)})
+	x.refuseAt(x.index, name, fmt.Sprintf(format, args...))
+}
+
+func (x *extraction) refuseAt(index int, name, reason string) {
+	x.mu.Lock()
+	x.rep.Refused = append(x.rep.Refused, Refusal{Name: name, Reason: reason, index: index})
+	x.mu.Unlock()
+}
+
+// wait waits until the writes in flight at name and at each directory
+// above it are done.
+func (x *extraction) wait(name string) {
+	for n := name; n != "." && n != "/"; n = path.Dir(n) {
+		if ch, ok := x.inflight[n]; ok {
+			<-ch
+			delete(x.inflight, n)
+		}
+	}
 }
 
 // streamErr is the error of a tar stream that cannot be read on: the
@@ -131,6 +189,7 @@ func (x *extraction) entry(hdr *tar.Header, tr *tar.Reader) error {
 		return nil
 	}
 	p := path.Join(x.dir, name)
+	x.wait(name)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if name == "." {
@@ -139,7 +198,7 @@ func (x *extraction) entry(hdr *tar.Header, tr *tar.Reader) error {
 		if err := x.d.Files.Mkdir(x.ctx, p); err != nil {
 			return x.failed(hdr.Name, err)
 		}
-		x.rep.Dirs++
+		x.count(func(r *Report) { r.Dirs++ })
 		if m := hdr.FileInfo().Mode().Perm(); m != 0o755 {
 			x.modes = append(x.modes, dirMode{p, m})
 		}
@@ -164,23 +223,71 @@ func (x *extraction) file(hdr *tar.Header, tr *tar.Reader, name, p string) error
 		x.refuse(hdr.Name, "a file cannot replace the destination directory")
 		return nil
 	}
-	if x.rep.Bytes+hdr.Size > x.lim.MaxBytes {
+	if x.bytes+hdr.Size > x.lim.MaxBytes {
 		return opsapi.E("extract", p, opsapi.ErrTooLarge, fmt.Errorf("the archive's files hold more than %d bytes", x.lim.MaxBytes))
 	}
+	x.bytes += hdr.Size
 	if err := x.parent(p); err != nil {
 		return x.failed(hdr.Name, err)
 	}
-	if err := x.d.Files.WriteFile(x.ctx, p, tr); err != nil {
-		return x.failed(hdr.Name, err)
+	mode := hdr.FileInfo().Mode().Perm()
+	if hdr.Size > bufferMax {
+		err := x.d.Files.WriteFile(x.ctx, p, tr)
+		return x.landed(x.index, hdr.Name, p, hdr.Size, mode, err)
 	}
-	x.rep.Files++
-	x.rep.Bytes += hdr.Size
-	if m := hdr.FileInfo().Mode().Perm(); m != 0o644 && x.d.Tree != nil {
-		if err := x.d.Tree.Chmod(x.ctx, p, m); err != nil {
-			return x.failed(hdr.Name, err)
-		}
+	buf := getBuffer(hdr.Size)
+	if _, err := io.ReadFull(tr, buf); err != nil {
+		putBuffer(buf)
+		return x.streamErr(err)
 	}
+	done := make(chan struct{})
+	x.inflight[name] = done
+	index, entryName := x.index, hdr.Name
+	x.g.Go(func() error {
+		defer close(done)
+		defer putBuffer(buf)
+		err := x.d.Files.WriteFile(x.ctx, p, bytes.NewReader(buf))
+		return x.landed(index, entryName, p, int64(len(buf)), mode, err)
+	})
 	return nil
+}
+
+// landed counts a file written with err, giving it its mode, or refuses
+// it.
+func (x *extraction) landed(index int, name, p string, size int64, mode fs.FileMode, err error) error {
+	if err == nil && mode != 0o644 && x.d.Tree != nil {
+		err = x.d.Tree.Chmod(x.ctx, p, mode)
+	}
+	if err != nil {
+		return x.failedAt(index, name, err)
+	}
+	x.count(func(r *Report) { r.Files++; r.Bytes += size })
+	return nil
+}
+
+func (x *extraction) count(f func(*Report)) {
+	x.mu.Lock()
+	f(&x.rep)
+	x.mu.Unlock()
+}
+
+// buffers recycle the writers' buffers of more than smallFile bytes.
+var buffers = sync.Pool{New: func() any { b := make([]byte, bufferMax); return &b }}
+
+const smallFile = 64 << 10
+
+func getBuffer(n int64) []byte {
+	if n <= smallFile {
+		return make([]byte, n)
+	}
+	return (*buffers.Get().(*[]byte))[:n]
+}
+
+func putBuffer(b []byte) {
+	if cap(b) == bufferMax {
+		b = b[:cap(b)]
+		buffers.Put(&b)
+	}
 }
 
 func (x *extraction) link(hdr *tar.Header, name, p string) error {
@@ -203,7 +310,7 @@ func (x *extraction) link(hdr *tar.Header, name, p string) error {
 		return x.failed(hdr.Name, err)
 	}
 	x.links[name] = true
-	x.rep.Links++
+	x.count(func(r *Report) { r.Links++ })
 	return nil
 }
 
@@ -219,9 +326,13 @@ func (x *extraction) parent(p string) error {
 // policy, a name taken by another type), and ends the extraction on
 // anything else (a full disk, a lost workspace, the caller gone).
 func (x *extraction) failed(name string, err error) error {
+	return x.failedAt(x.index, name, err)
+}
+
+func (x *extraction) failedAt(index int, name string, err error) error {
 	switch opsapi.KindOf(err) {
 	case opsapi.ErrDenied, opsapi.ErrPermission, opsapi.ErrExist, opsapi.ErrIsDir, opsapi.ErrNotDir, opsapi.ErrInvalid:
-		x.refuse(name, "%v", err)
+		x.refuseAt(index, name, err.Error())
 		return nil
 	}
 	return err

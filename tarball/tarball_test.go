@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -249,5 +250,58 @@ func TestCompressionIsRecognised(t *testing.T) {
 		if err != nil || rep.Files != 1 {
 			t.Errorf("%s: %+v, %v", name, rep, err)
 		}
+	}
+}
+
+// TestManyFilesLandAsIfOneAfterAnother: files written a few at a time
+// still land as a sequential extraction would: a later entry of the same
+// name wins, a file under a name written just before waits for it, a file
+// larger than the buffers streams, and all of it comes back out whole.
+func TestManyFilesLandAsIfOneAfterAnother(t *testing.T) {
+	ws, _ := workspace(t)
+	ctx := context.Background()
+	big := strings.Repeat("b", 4<<20+1)
+	entries := []entry{
+		{name: "same", typ: tar.TypeReg, body: "first"},
+		{name: "same", typ: tar.TypeReg, body: "second"},
+		{name: "big.bin", typ: tar.TypeReg, body: big},
+		{name: "x", typ: tar.TypeReg, body: "a file first"},
+		{name: "x/under", typ: tar.TypeReg, body: "refused: x is a file"},
+	}
+	for d := range 3 {
+		for f := range 40 {
+			entries = append(entries, entry{name: fmt.Sprintf("d%d/sub/f%02d", d, f), typ: tar.TypeReg, body: fmt.Sprintf("%d-%d", d, f)})
+		}
+	}
+	rep, err := tarball.Extract(ctx, bytes.NewReader(tarOf(t, entries...)), tarball.None, dest(ws), "m", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Files != 124 || len(rep.Refused) != 1 || rep.Refused[0].Name != "x/under" {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := readHost(t, filepath.Join(ws.Root(), "m/same")); got != "second" {
+		t.Errorf("the later entry of a name: %q", got)
+	}
+	var out bytes.Buffer
+	rep, err = tarball.Write(ctx, &out, tarball.None, source(ws), "m", lim)
+	if err != nil || rep.Files != 123 || rep.Bytes != int64(len(big))+int64(len("second")+len("a file first"))+3*10*3+3*30*4 {
+		t.Fatalf("Write: %+v, %v", rep, err)
+	}
+	tr := tar.NewReader(&out)
+	seen := map[string]string{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		seen[hdr.Name] = string(b)
+	}
+	if seen["big.bin"] != big || seen["d2/sub/f39"] != "2-39" || seen["same"] != "second" {
+		t.Errorf("round trip: big %d bytes, d2/sub/f39 %q, same %q", len(seen["big.bin"]), seen["d2/sub/f39"], seen["same"])
 	}
 }
