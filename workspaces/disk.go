@@ -62,8 +62,8 @@ func (s *Service) diskHeld(ctx context.Context, w *Workspace) (held int64, limit
 	return 0, false
 }
 
-// tenantDisk adds up what the tenant's workspaces hold of its disk quota,
-// and what creates under way have reserved.
+// tenantDisk adds up what the tenant's workspaces hold of its disk quota
+// (reserveDisk adds what creates under way have reserved).
 func (s *Service) tenantDisk(ctx context.Context, tenantName string) int64 {
 	var ws []*Workspace
 	s.mu.RLock()
