@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"syscall"
 	"time"
 )
 
@@ -100,6 +101,18 @@ type ExecRequest struct {
 	// order they were read. Writes are serial and never happen after Exec
 	// returns. It may be nil.
 	Output io.Writer
+	// Stdin, when set, is the command's standard input: what is read from
+	// it reaches the command as it comes, and its end (EOF, or any error)
+	// closes the command's stdin. nil is /dev/null. Exec does not wait for
+	// Stdin to end, but may leave one Read in progress when it returns:
+	// the caller unblocks it (closes the reader) once Exec is done.
+	Stdin io.Reader
+	// Signals, when set, carries signals for the command while it runs:
+	// each goes to every process of its tree, as the kill does (a process
+	// that left the tree's group or cleared its environment included).
+	// Exec stops receiving when it returns; a signal it cannot deliver is
+	// dropped, not an error.
+	Signals <-chan syscall.Signal
 }
 
 // ExecResult says how a command ended.
@@ -137,7 +150,9 @@ type BashOperations interface {
 	// the call nor lose late output; they may keep running, as in pi.
 	// Errors are for commands that could not start: a missing Cwd is
 	// ErrNotExist, a Cwd outside a confined root ErrPermission, a bad
-	// request ErrInvalid, a lost backend ErrUnavailable.
+	// request ErrInvalid, a lost backend ErrUnavailable, as is a Stdin or
+	// Signals the backend's transport cannot carry (a fallback without
+	// the in-box agent).
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 }
 

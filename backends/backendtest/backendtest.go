@@ -24,6 +24,10 @@ type Options struct {
 	// (ErrPermission otherwise). False when a container or an account is
 	// the boundary; the confinement cases are then skipped.
 	Confined bool
+	// NoStdin and NoSignals, when set, say why the workspace's transport
+	// cannot carry ExecRequest.Stdin or Signals: the cases that need them
+	// skip with that reason.
+	NoStdin, NoSignals string
 }
 
 // Run runs every case of the suite against the backend o.New builds.
@@ -36,6 +40,7 @@ func Run(t *testing.T, o Options) {
 		t.Run("files", s.files)
 		t.Run("search", s.search)
 		t.Run("exec", s.exec)
+		t.Run("stdio", s.stdio)
 		t.Run("tree", s.tree)
 	})
 	t.Run("confine", s.confine)

@@ -26,6 +26,11 @@
 //   - ops/exec: exit codes, signals as 128+N, interleaved output, the
 //     environment, the working directory, timeouts and cancellation that
 //     kill the whole tree, background children that hold the pipe.
+//   - ops/stdio: ExecRequest.Stdin (byte-exact, 4 MiB whole, EOF closes
+//     the command's stdin, a Stdin that never ends holds nothing up) and
+//     Signals (to the shell, to a child that left the group and cleared
+//     its environment, SIGKILL), skipped when Options.NoStdin or
+//     NoSignals says the transport cannot carry them.
 //   - confine: path confinement (.., absolute paths, symbolic links out of
 //     the root, /proc magic links, a link swapped in a race), only when
 //     Options.Confined; a canary file beside the root must stay untouched.
@@ -47,6 +52,7 @@
 //
 // A group skips only when the workspace lacks the interface it needs
 // (found by type assertion), or when a precondition of the case cannot
-// hold for the workspace's user (permission bits do not bind root). Every
-// skip says why.
+// hold for the workspace's user (permission bits do not bind root), or
+// when Options.NoStdin or NoSignals says the transport cannot carry what
+// the case needs. Every skip says why.
 package backendtest

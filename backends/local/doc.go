@@ -32,6 +32,9 @@
 // leave background processes (as in pi): they stay in its cgroup, are listed
 // and killed by Processes and KillProcesses, and die with Destroy. When the
 // backend starts it kills whatever a previous broker's commands left.
+// ExecRequest.Stdin reaches the command through a pipe; each signal on
+// ExecRequest.Signals goes to the command's cgroup, or without one to its
+// group, its marked processes and the running shell's descendants.
 //
 // Without cgroups (not root, no cgroup file system, Config.Cgroups "off")
 // the backend says so once at start and falls back to the process group and

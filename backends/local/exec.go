@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,8 +33,11 @@ const (
 )
 
 // Exec runs req.Command as `Shell -c Command` in its own process group,
-// with stdin from /dev/null and stdout and stderr on one pipe (so their
-// interleaving is kept). The environment is a minimal base (PATH, HOME =
+// with stdout and stderr on one pipe (so their interleaving is kept) and
+// stdin from /dev/null, or from req.Stdin through a pipe of its own
+// (closed at req.Stdin's end, and when Exec returns). Each signal on
+// req.Signals goes to the command's tree while the call runs (see
+// call.signal). The environment is a minimal base (PATH, HOME =
 // the root, LANG=C.UTF-8, TERM=dumb), then req.Env, then two markers:
 // WSBROKER_CALL (random per call) and WSBROKER_WORKSPACE, by which
 // processes that left the group are still found and killed.
@@ -74,6 +78,12 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	defer unwrap()
+	stdin, err := newStdinPipe(cmd, req.Stdin)
+	if err != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+	}
+	// Ends the copy at its next write, whatever req.Stdin does.
+	defer stdin.close()
 	cg, done, err := w.commandGroup(cmd, callMarker)
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
@@ -89,6 +99,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, err
 	}
 	dir.Close()
+	stdin.feed(req.Stdin)
 
 	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg, exit: exit}
 	res := c.run(ctx, r)
@@ -329,8 +340,13 @@ type call struct {
 }
 
 // run pumps output until the command has exited and its output has gone
-// quiet (or a cap is hit), killing the tree on deadline or cancel.
+// quiet (or a cap is hit), killing the tree on deadline or cancel, and
+// relays req.Signals meanwhile.
 func (c *call) run(ctx context.Context, r *os.File) opsapi.ExecResult {
+	// Before the wait below can reap the shell: the relay's pidfd must
+	// be the shell's.
+	stop := c.relaySignals()
+	defer stop()
 	events := make(chan execpump.Event, 1)
 	go func() {
 		c.exit.wait() // on the poller: no thread held while the command runs
@@ -366,6 +382,76 @@ func (c *call) kill() int {
 		c.w.logger.Warn("kill", "pgid", c.cmd.Process.Pid, "err", err)
 	}
 	return n
+}
+
+// relaySignals sends each signal of req.Signals to the command's tree
+// until stop is called; stop returns once none is on its way.
+func (c *call) relaySignals() (stop func()) {
+	if c.req.Signals == nil {
+		return func() {}
+	}
+	shell := watchShell(c.cmd.Process.Pid)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case sig, ok := <-c.req.Signals:
+				if !ok {
+					return
+				}
+				c.signal(sig, shell)
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		shell.close()
+	}
+}
+
+// signal sends sig to the command's tree, as kill finds it: its cgroup,
+// or without one its process group and every process outside it that
+// carries the call's marker or descends from the running shell (which
+// catches a child that left the group and cleared its environment, while
+// its parents live). Each process gets sig once; one that cannot be
+// signalled is skipped.
+func (c *call) signal(sig syscall.Signal, shell shellWatch) {
+	if c.cg != nil {
+		if _, err := c.cg.Signal(sig); err != nil {
+			c.w.logger.Debug("signal", "sig", sig, "err", err)
+		}
+		return
+	}
+	pgid := c.cmd.Process.Pid // the shell leads the group
+	running := shell.running()
+	// Listed before the group's signal, which may end the shell and
+	// leave its children to another parent.
+	outside, _ := killtree.MarkedPids(c.marker)
+	if running {
+		outside = append(append(outside, pgid), descendants(pgid)...)
+	}
+	// A running shell holds its group's id; once it has exited the id may
+	// be an unrelated group's, so only one with a process of ours is hit.
+	toGroup := running
+	if !running {
+		ok, err := killtree.GroupMarked(pgid, c.marker)
+		toGroup = ok || err != nil
+	}
+	if toGroup {
+		_ = killtree.SignalGroup(pgid, sig)
+	}
+	seen := map[int]bool{}
+	for _, p := range outside {
+		if g, err := syscall.Getpgid(p); seen[p] || err != nil || g == pgid {
+			continue // already signalled, gone, or had it with the group
+		}
+		seen[p] = true
+		_ = syscall.Kill(p, sig)
+	}
 }
 
 // exitStatus reads the exit code and signal from Wait's outcome.
@@ -410,4 +496,48 @@ func (w *Workspace) killLeftovers(groups []int) (int, error) {
 	add(killtree.KillMarked(w.marker, w.cfg.KillGrace))
 	wg.Wait()
 	return killed, errors.Join(errs...)
+}
+
+// stdinPipe carries req.Stdin to the command through a pipe: the sandbox's
+// spawner passes only files through, and exec.Cmd would wait for its own
+// copy from any other reader, which Exec must not (Stdin may never end).
+// A nil *stdinPipe is stdin from /dev/null.
+type stdinPipe struct{ r, w *os.File }
+
+// newStdinPipe gives cmd a pipe for src, or nothing when src is nil.
+func newStdinPipe(cmd *exec.Cmd, src io.Reader) (*stdinPipe, error) {
+	if src == nil {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	cmd.Stdin = r
+	return &stdinPipe{r: r, w: w}, nil
+}
+
+// feed copies src into the pipe until src ends or fails, then closes it:
+// the command sees its stdin end. Call it once the command has started.
+func (p *stdinPipe) feed(src io.Reader) {
+	if p == nil {
+		return
+	}
+	// The command holds its own copy; with the broker's gone, a command
+	// that closed its stdin fails the copy's write (EPIPE, not an error)
+	// instead of leaving it blocked.
+	p.r.Close()
+	go func() {
+		defer p.w.Close()
+		_, _ = io.Copy(p.w, src)
+	}()
+}
+
+// close closes both ends; a copy still running fails at its next write.
+func (p *stdinPipe) close() {
+	if p == nil {
+		return
+	}
+	p.r.Close()
+	p.w.Close()
 }

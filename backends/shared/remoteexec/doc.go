@@ -48,6 +48,12 @@
 // the sweep stops what is left round by round, so nothing can fork, and
 // kills it.
 //
+// # Stdin and signals
+//
+// The command's stdin is empty, and nothing but the kill reaches its
+// tree: Exec refuses a request with Stdin or Signals (ErrUnavailable,
+// saying they need the in-box agent).
+//
 // # Exit status
 //
 // A status above 128 is read as death by signal N = status-128, as a shell

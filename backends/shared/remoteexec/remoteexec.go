@@ -180,11 +180,15 @@ func CheckRequest(req opsapi.ExecRequest, reserved ...string) error {
 // markers (KEY=VALUE, e.g. the workspace's) added to its environment, and
 // waits for it as opsapi.BashOperations.Exec describes. A missing cwd is
 // ErrNotExist, a file ErrNotDir; a transport that fails to start the
-// command or dies before the command's end is ErrUnavailable.
+// command or dies before the command's end is ErrUnavailable, and so is a
+// request with Stdin or Signals, which the wrapper cannot carry.
 func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, markers ...string) (opsapi.ExecResult, error) {
 	op := r.cfg.Op
 	if err := CheckRequest(req); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
+	}
+	if req.Stdin != nil || req.Signals != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, errNoStdio)
 	}
 	if err := ctx.Err(); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
@@ -223,6 +227,10 @@ func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, m
 		"canceled", res.Canceled, "killed", res.Killed, "duration", res.Duration)
 	return res, nil
 }
+
+// errNoStdio refuses Stdin and Signals: the wrapper's command has an
+// empty stdin, and only a kill reaches its tree (by a second command).
+var errNoStdio = errors.New("stdin and signals need the in-box agent; this workspace's commands go through the fallback without it, which cannot carry them")
 
 // isName reports whether k is a shell variable name, which `export` takes.
 func isName(k string) bool {

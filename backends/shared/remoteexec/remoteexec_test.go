@@ -194,6 +194,32 @@ func TestCwdErrors(t *testing.T) {
 	}
 }
 
+// TestStdinAndSignalsRefused: the wrapper cannot carry either, so a
+// request with one is ErrUnavailable, saying the in-box agent is needed,
+// and runs nothing.
+func TestStdinAndSignalsRefused(t *testing.T) {
+	tr := &transport{started: make(chan *localProc, 1)}
+	r := newRunner(t, tr)
+	dir := t.TempDir()
+	for name, req := range map[string]opsapi.ExecRequest{
+		"stdin":   {Command: "touch ran", Stdin: strings.NewReader("x")},
+		"signals": {Command: "touch ran", Signals: make(chan syscall.Signal)},
+	} {
+		_, _, err := exe(t, r, dir, req)
+		if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "in-box agent") {
+			t.Errorf("%s: error %v, want ErrUnavailable naming the in-box agent", name, err)
+		}
+	}
+	select {
+	case <-tr.started:
+		t.Fatal("a refused request started a process")
+	default:
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused command ran: %v", err)
+	}
+}
+
 // alive reports whether the pid in file is a live (non-zombie) process.
 func alive(t *testing.T, file string) bool {
 	b, err := os.ReadFile(file)
