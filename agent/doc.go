@@ -13,7 +13,10 @@
 //  1. Hello: each side writes "wsb-agent <version>\n" and reads the
 //     other's; both then speak the lower version. A peer below
 //     MinVersion is refused with a line saying why. This is the one
-//     place a future version negotiates.
+//     place a future version negotiates. Version 2 added a command's
+//     stdin and signals; against a version-1 agent the client refuses a
+//     command that asks for either (ErrUnavailable) rather than let the
+//     agent ignore them, and runs the others as before.
 //  2. Multiplexing: github.com/hashicorp/yamux, client on the broker's
 //     side. Yamux gives each call a stream of its own with per-stream
 //     flow control (a window of StreamWindow bytes), so a slow command's
@@ -22,7 +25,9 @@
 //  3. Each stream starts with a request header: a 4-byte big-endian
 //     length and a JSON Request. Op "sftp" turns the stream into an SFTP
 //     v3 session (package sftpserver, with its one-trip extensions);
-//     op "exec" runs a command and answers with frames (WriteFrame).
+//     op "exec" runs a command and answers with frames (WriteFrame);
+//     the client's frames on it kill the command, signal it and feed
+//     its stdin.
 //
 // SFTP is kept for files, not a typed protocol: pkg/sftp's client and
 // server are maintained, pipelined (many requests in flight, which is what
@@ -45,7 +50,27 @@
 // command exits, the reaper stays while background children live, reaping
 // zombies, so they stay killable.
 //
+// A signal (the client's Signal frame, a number from 1 to 64; anything
+// else is refused and the stream goes on) takes the same way: a message
+// on the control socket, taken in order after the job's, and the reaper
+// sends it once to every process of its subtree, found in /proc and
+// pinned with pidfds as for the kill. One for a command already done is
+// ignored.
+//
 // Output: the command's stdout and stderr are one pipe (as pi merges
 // them), relayed in frames of up to 32 KiB. Exit codes follow the shell:
 // 128+N for a command ended by signal N.
+//
+// Stdin is /dev/null unless the request asks for it (ExecSpec.Stdin):
+// then it is a pipe, its read end handed to the reaper with the others,
+// fed by the client's Stdin frames and closed at its StdinEOF frame. It
+// is flow-controlled by credit so that a command that does not read its
+// stdin never holds up the client's other frames (a kill must get
+// through): the client keeps at most StdinWindow bytes unacknowledged;
+// the agent queues them and writes the pipe from a goroutine of its own,
+// acknowledging each chunk (StdinAck). Once every process holding the
+// pipe has closed it, the agent drops what comes, still acknowledging
+// it, and tells the client to stop (StdinClosed). Stdin beyond the
+// window, after its end or for a command without one breaks the
+// protocol: the agent ends that stream, which kills its command.
 package agent

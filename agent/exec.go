@@ -26,6 +26,7 @@ type execStream struct {
 	wmu sync.Mutex // serialises frames
 	r   *reaper    // runs the command as job id
 	id  uint64
+	in  *stdinFeed // the command's stdin, when asked for
 
 	mu     sync.Mutex
 	exited bool // the command's status was sent
@@ -57,22 +58,8 @@ func (e *execStream) frame(typ byte, payload []byte) error {
 // command exited kills the tree: nobody waits for that command anymore.
 func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 	e := &execStream{st: st}
-	var pipes []*os.File // the parent's ends, closed once started
-	pipe := func() (*os.File, *os.File) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil
-		}
-		pipes = append(pipes, w)
-		return r, w
-	}
-	outR, outW := pipe()
-	statR, statW := pipe()
-	errR, errW := outR, outW
-	if spec.Stderr {
-		errR, errW = pipe()
-	}
-	if outR == nil || statR == nil || errR == nil {
+	p, err := newExecPipes(spec)
+	if err != nil {
 		_ = e.frame(FrameError, []byte("start: no pipes"))
 		return
 	}
@@ -81,21 +68,18 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		Env:     append(os.Environ(), spec.Env...),
 		Cwd:     spec.Cwd,
 		GraceMS: spec.GraceMS,
-	}, outW, errW, statW)
-	for _, w := range pipes {
-		w.Close()
-	}
+		Stdin:   spec.Stdin,
+	}, p.childEnds()...)
+	p.closeChildEnds()
 	if err != nil {
-		outR.Close()
-		statR.Close()
-		errR.Close()
+		p.closeOurEnds()
 		_ = e.frame(FrameError, []byte("start: "+err.Error()))
 		return
 	}
 	e.r, e.id = r, id
-	e.relays = []*relay{{f: outR, typ: FrameOutput, eof: true}}
+	e.relays = []*relay{{f: p.outR, typ: FrameOutput, eof: true}}
 	if spec.Stderr {
-		e.relays = append(e.relays, &relay{f: errR, typ: FrameStderr})
+		e.relays = append(e.relays, &relay{f: p.errR, typ: FrameStderr})
 	}
 	var relays sync.WaitGroup
 	for _, rl := range e.relays {
@@ -103,28 +87,148 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		go func() { defer relays.Done(); e.relayOutput(rl) }()
 	}
 	relays.Add(1)
-	go func() { defer relays.Done(); e.relayStatus(s, statR) }()
-
-	// The client's frames: a kill, or the end of the stream.
-	fr := NewFrameReader(st)
-	for {
-		typ, _, err := fr.Read()
-		if err != nil {
-			break
-		}
-		if typ == FrameKill {
-			e.kill()
-		}
+	go func() { defer relays.Done(); e.relayStatus(s, p.statR) }()
+	if p.inW != nil {
+		e.in = newStdinFeed(p.inW, e.frame)
+		relays.Add(1)
+		go func() { defer relays.Done(); e.in.run() }()
 	}
+
+	e.readClientFrames(s)
 	e.mu.Lock()
 	orphaned := !e.exited
 	e.mu.Unlock()
 	if orphaned {
 		e.kill()
 	}
-	// Unblock the relays: the client is gone, output goes nowhere.
+	if e.in != nil {
+		e.in.stop()
+	}
+	// Unblock the relays and the stdin feed's ack: the client is gone,
+	// output goes nowhere.
 	st.Close()
 	relays.Wait()
+}
+
+// readClientFrames serves the client's frames until the stream ends or
+// the client breaks the protocol. It never waits on the command: stdin is
+// queued for the feed's goroutine, within the client's credit.
+func (e *execStream) readClientFrames(s *Server) {
+	fr := NewFrameReader(e.st)
+	for {
+		typ, p, err := fr.Read()
+		if err != nil {
+			return
+		}
+		if err := e.clientFrame(typ, p); err != nil {
+			s.log().Warn("exec stream: the client broke the protocol; ending the stream", "err", err)
+			return
+		}
+	}
+}
+
+// clientFrame handles one frame from the client; an error ends the stream.
+func (e *execStream) clientFrame(typ byte, p []byte) error {
+	switch typ {
+	case FrameKill:
+		e.kill()
+	case FrameSignal:
+		// A bad number is refused, not a breach: a signal that cannot be
+		// delivered is dropped.
+		if sig, ok := parseSignal(p); ok {
+			e.r.signal(e.id, sig)
+		}
+	case FrameStdin:
+		if e.in == nil {
+			return errors.New("stdin for a command without one")
+		}
+		return e.in.push(p)
+	case FrameStdinEOF:
+		if e.in == nil {
+			return errors.New("end of stdin for a command without one")
+		}
+		e.in.end()
+	}
+	return nil
+}
+
+// parseSignal reads FrameSignal's payload: a decimal from 1 to MaxSignal,
+// digits only (no sign, no leading zero).
+func parseSignal(p []byte) (int, bool) {
+	if len(p) == 0 || len(p) > 2 || p[0] == '0' {
+		return 0, false
+	}
+	n := 0
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n <= MaxSignal
+}
+
+// execPipes are a command's pipes: the child's ends go to the reaper,
+// ours stay. inR and inW are nil without stdin; errR and errW are the
+// output pipe when stderr is not apart.
+type execPipes struct {
+	outR, outW, errR, errW, statR, statW, inR, inW *os.File
+}
+
+func newExecPipes(spec ExecSpec) (*execPipes, error) {
+	p := &execPipes{}
+	var err error
+	pipe := func() (r, w *os.File) {
+		if err == nil {
+			r, w, err = os.Pipe()
+		}
+		return r, w
+	}
+	p.outR, p.outW = pipe()
+	p.statR, p.statW = pipe()
+	p.errR, p.errW = p.outR, p.outW
+	if spec.Stderr {
+		p.errR, p.errW = pipe()
+	}
+	if spec.Stdin {
+		p.inR, p.inW = pipe()
+	}
+	if err != nil {
+		p.closeChildEnds()
+		p.closeOurEnds()
+		return nil, err
+	}
+	return p, nil
+}
+
+// childEnds are the descriptors the reaper gets, in its order: stdout,
+// stderr, status and, when asked for, stdin.
+func (p *execPipes) childEnds() []*os.File {
+	f := []*os.File{p.outW, p.errW, p.statW}
+	if p.inR != nil {
+		f = append(f, p.inR)
+	}
+	return f
+}
+
+// closeChildEnds drops our copies of the child's ends once the reaper
+// has its own: a stream ends when the command's last holder closes it.
+func (p *execPipes) closeChildEnds() {
+	closeFiles(p.outW, p.errW, p.statW, p.inR)
+}
+
+func (p *execPipes) closeOurEnds() {
+	closeFiles(p.outR, p.errR, p.statR, p.inW)
+}
+
+// closeFiles closes the files that are set; a file listed twice (the
+// merged output) is closed once, the second Close failing harmlessly.
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
 }
 
 // kill asks the reaper to end the command's subtree; it answers with a

@@ -15,11 +15,20 @@ import (
 )
 
 // Version is the protocol version this build speaks; MinVersion the
-// oldest it accepts from a peer.
+// oldest it accepts from a peer. Version 2 added a command's stdin and
+// signals (StdioVersion). A version-1 peer is still served: a version-2
+// agent never sends a version-1 client anything new (it sends
+// FrameStdinAck and FrameStdinClosed only for stdin that client never
+// sends), and a version-2 client refuses, before it asks, what a
+// version-1 agent would silently ignore.
 const (
-	Version    = 1
+	Version    = 2
 	MinVersion = 1
 )
+
+// StdioVersion is the first version that carries a command's stdin
+// (ExecSpec.Stdin, FrameStdin, FrameStdinEOF) and signals (FrameSignal).
+const StdioVersion = 2
 
 // helloPrefix starts each side's hello line.
 const helloPrefix = "wsb-agent "
@@ -136,6 +145,10 @@ type ExecSpec struct {
 	// Stderr sends stderr in frames of its own (FrameStderr) instead of
 	// merging it into the output.
 	Stderr bool `json:"stderr,omitempty"`
+	// Stdin gives the command a pipe as its stdin, fed by the client's
+	// FrameStdin frames and closed by FrameStdinEOF; without it the
+	// command's stdin is /dev/null. Version 2.
+	Stdin bool `json:"stdin,omitempty"`
 }
 
 // argv is what the reaper starts.
@@ -183,16 +196,41 @@ func ReadRequest(r io.Reader) (Request, error) {
 }
 
 // Frame types of an exec stream. From the agent: output, exit, error,
-// killed and end of output; from the client: kill.
+// killed, end of output and stdin's credit; from the client: kill,
+// signal and stdin (version 2).
+//
+// Stdin is flow-controlled by credit, so that a command that does not
+// read it cannot hold up the stream: the client keeps at most
+// StdinWindow bytes of FrameStdin unacknowledged, and the agent queues
+// them and writes them to the pipe from a goroutine of its own, answering
+// FrameStdinAck for each chunk written (or dropped, once the pipe is
+// broken). The agent's reading of the client's frames, a kill among
+// them, never waits on the command. A client that sends stdin over its
+// window, after its FrameStdinEOF, or without ExecSpec.Stdin breaks the
+// protocol: the agent ends the stream, which kills the command.
 const (
-	FrameOutput = 'o' // command output bytes
-	FrameStderr = 's' // stderr bytes, when asked for apart
-	FrameExit   = 'x' // the command exited: its status, decimal
-	FrameError  = 'e' // it could not start: "nocwd", "notdir", "noperm" or "start: why"
-	FrameKilled = 'k' // the kill is done: processes signalled, decimal
-	FrameEOF    = 'z' // every holder of the output closed it
-	FrameKill   = 'K' // client: kill the whole tree
+	FrameOutput      = 'o' // command output bytes
+	FrameStderr      = 's' // stderr bytes, when asked for apart
+	FrameExit        = 'x' // the command exited: its status, decimal
+	FrameError       = 'e' // it could not start: "nocwd", "notdir", "noperm" or "start: why"
+	FrameKilled      = 'k' // the kill is done: processes signalled, decimal
+	FrameEOF         = 'z' // every holder of the output closed it
+	FrameStdinAck    = 'a' // this many stdin bytes left the agent's queue, decimal
+	FrameStdinClosed = 'c' // every holder of the command's stdin closed it: stop sending
+	FrameKill        = 'K' // client: kill the whole tree
+	FrameSignal      = 'S' // client: send this signal (1 to 64, decimal) to the whole tree
+	FrameStdin       = 'I' // client: bytes for the command's stdin
+	FrameStdinEOF    = 'Z' // client: close the command's stdin
 )
+
+// StdinWindow is how many stdin bytes the client may have sent and not
+// yet seen acknowledged (FrameStdinAck), and so what the agent queues at
+// most for one command.
+const StdinWindow = 256 << 10
+
+// MaxSignal is the highest signal number FrameSignal carries (Linux's
+// SIGRTMAX).
+const MaxSignal = 64
 
 // MaxFrame bounds a frame's payload.
 const MaxFrame = 64 << 10

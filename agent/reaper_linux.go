@@ -47,26 +47,23 @@ func Reap(args []string) int {
 	absorbSignals()
 	resetIgnored()
 
-	jobs := make(chan ctlJob, 1)
-	kills := make(chan uint64, 16)
+	msgs := make(chan ctlItem, 16)
 	gone := make(chan struct{})
-	go readCtl(3, jobs, kills, gone)
-	for {
-		select {
-		case <-kills: // for a job already done
-		case j, ok := <-jobs:
-			if !ok {
-				return 0
-			}
-			if subreaperErr != nil {
-				j.say("start: subreaper: %v", subreaperErr)
-				return 1
-			}
-			runJob(j, kills, gone)
-			j.say("idle")
-			j.status.Close()
+	go readCtl(3, msgs, gone)
+	for m := range msgs {
+		if m.job == nil {
+			continue // a kill or signal for a job already done
 		}
+		j := *m.job
+		if subreaperErr != nil {
+			j.say("start: subreaper: %v", subreaperErr)
+			return 1
+		}
+		runJob(j, msgs, gone)
+		j.say("idle")
+		j.status.Close()
 	}
+	return 0 // the agent closed the control socket
 }
 
 // resetIgnored sets every signal the reaper still ignores back to its
@@ -92,10 +89,26 @@ func resetIgnored() {
 	}
 }
 
-// ctlJob is a job with its streams.
+// ctlJob is a job with its streams; in is nil without stdin of its own.
 type ctlJob struct {
 	reapJob
-	out, errw, status *os.File
+	out, errw, status, in *os.File
+}
+
+// ctlItem is one message from the agent. One channel carries them all in
+// the order sent: a kill or signal that follows a job is never taken
+// before it (and dropped as stale) when both wait.
+type ctlItem struct {
+	job  *ctlJob
+	kill uint64
+	sig  *sigMsg
+}
+
+// refuse answers a job that came while another runs (the agent sends
+// jobs to idle reapers only): it could not start.
+func (j ctlJob) refuse() {
+	j.say("start: the reaper is busy")
+	closeFiles(j.out, j.errw, j.status, j.in)
 }
 
 func (j ctlJob) say(format string, a ...any) {
@@ -103,9 +116,14 @@ func (j ctlJob) say(format string, a ...any) {
 }
 
 // runJob starts the job's command and serves its subtree until empty.
-func runJob(j ctlJob, kills <-chan uint64, gone <-chan struct{}) {
+func runJob(j ctlJob, msgs <-chan ctlItem, gone <-chan struct{}) {
 	defer j.out.Close()
 	defer j.errw.Close()
+	stdin := os.Stdin // /dev/null, as the agent started the reaper
+	if j.in != nil {
+		defer j.in.Close()
+		stdin = j.in
+	}
 	if why := checkDir(j.Cwd); why != "" {
 		j.say("%s", why)
 		return
@@ -125,32 +143,36 @@ func runJob(j ctlJob, kills <-chan uint64, gone <-chan struct{}) {
 	proc, err := os.StartProcess(prog, j.Argv, &os.ProcAttr{
 		Dir:   j.Cwd,
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, j.out, j.errw},
+		Files: []*os.File{stdin, j.out, j.errw},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		j.say("start: %v", err)
 		return
 	}
-	// The reaper holds no end of the command's output: the streams end
-	// when the last of its processes closes it.
+	// The reaper holds no end of the command's output or input: the
+	// streams end when the last of its processes closes them (the agent
+	// sees EPIPE on stdin then).
 	j.out.Close()
 	j.errw.Close()
+	if j.in != nil {
+		j.in.Close()
+	}
 	var smu sync.Mutex // serve's goroutine and reap callbacks both speak
 	say := func(format string, a ...any) {
 		smu.Lock()
 		defer smu.Unlock()
 		j.say(format, a...)
 	}
-	serve(proc.Pid, j.ID, kills, gone, time.Duration(j.GraceMS)*time.Millisecond, say)
+	serve(proc.Pid, j.ID, msgs, gone, time.Duration(j.GraceMS)*time.Millisecond, say)
 }
 
 // serve reaps the subtree until it is empty, reporting the main child's
-// exit, and kills it all on a kill of job id or when the agent is gone.
-// One goroutine does both, woken by SIGCHLD: a fork bomb below makes
-// zombies without pause, and a loop blocked in wait4 would keep the kill
-// from ever being scheduled.
-func serve(main int, id uint64, kills <-chan uint64, gone <-chan struct{}, grace time.Duration, say func(string, ...any)) {
+// exit, signals it on a signal for job id, and kills it all on a kill of
+// job id or when the agent is gone. One goroutine does it all, woken by
+// SIGCHLD: a fork bomb below makes zombies without pause, and a loop
+// blocked in wait4 would keep the kill from ever being scheduled.
+func serve(main int, id uint64, msgs <-chan ctlItem, gone <-chan struct{}, grace time.Duration, say func(string, ...any)) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
@@ -168,9 +190,16 @@ func serve(main int, id uint64, kills <-chan uint64, gone <-chan struct{}, grace
 		select {
 		case <-chld:
 		case <-tick.C:
-		case k := <-kills:
-			if k == id {
+		case m, ok := <-msgs:
+			switch {
+			case !ok:
+				msgs = nil // gone is closed too
+			case m.job != nil:
+				m.job.refuse()
+			case m.kill == id:
 				killAll()
+			case m.sig != nil && m.sig.ID == id:
+				signalSubtree(syscall.Signal(m.sig.Sig))
 			}
 		case <-gone:
 			gone = nil // nobody reads the output anymore
@@ -180,9 +209,9 @@ func serve(main int, id uint64, kills <-chan uint64, gone <-chan struct{}, grace
 }
 
 // readCtl reads the agent's messages on the control socket ctl until it
-// ends, when it closes gone and jobs.
-func readCtl(ctl int, jobs chan<- ctlJob, kills chan<- uint64, gone chan<- struct{}) {
-	defer close(jobs)
+// ends, when it closes gone and msgs.
+func readCtl(ctl int, msgs chan<- ctlItem, gone chan<- struct{}) {
+	defer close(msgs)
 	defer close(gone)
 	for {
 		m, files, err := readCtlMsg(ctl)
@@ -195,11 +224,24 @@ func readCtl(ctl int, jobs chan<- ctlJob, kills chan<- uint64, gone chan<- struc
 				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
 			}
 			return
-		case m.Job != nil && len(files) == 3 && len(m.Job.Argv) > 0:
-			jobs <- ctlJob{reapJob: *m.Job, out: files[0], errw: files[1], status: files[2]}
-		case m.Kill != 0:
-			kills <- m.Kill
+		case m.Job != nil && len(files) == jobFiles(m.Job) && len(m.Job.Argv) > 0:
+			j := &ctlJob{reapJob: *m.Job, out: files[0], errw: files[1], status: files[2]}
+			if m.Job.Stdin {
+				j.in = files[3]
+			}
+			msgs <- ctlItem{job: j}
+		case m.Kill != 0 && len(files) == 0:
+			msgs <- ctlItem{kill: m.Kill}
+		case m.Signal != nil && len(files) == 0:
+			if m.Signal.Sig < 1 || m.Signal.Sig > MaxSignal {
+				// The agent checks; a bad one is dropped, not worth the
+				// command it would end.
+				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: dropped signal", m.Signal.Sig)
+				continue
+			}
+			msgs <- ctlItem{sig: m.Signal}
 		default:
+			closeFiles(files...)
 			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: a bad message from the agent")
 			return
 		}
@@ -211,7 +253,7 @@ func readCtl(ctl int, jobs chan<- ctlJob, kills chan<- uint64, gone chan<- struc
 func readCtlMsg(ctl int) (ctlMsg, []*os.File, error) {
 	var m ctlMsg
 	hdr := make([]byte, 4)
-	oob := make([]byte, unix.CmsgSpace(3*4))
+	oob := make([]byte, unix.CmsgSpace(maxJobFiles*4))
 	n, oobn, _, _, err := unix.Recvmsg(ctl, hdr, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return m, nil, fmt.Errorf("control socket: %w", err)
@@ -244,6 +286,18 @@ func readCtlMsg(ctl int) (ctlMsg, []*os.File, error) {
 		return m, files, fmt.Errorf("control socket: %w", err)
 	}
 	return m, files, nil
+}
+
+// maxJobFiles is the most descriptors a job carries: stdout, stderr,
+// status and stdin.
+const maxJobFiles = 4
+
+// jobFiles is how many descriptors job comes with.
+func jobFiles(job *reapJob) int {
+	if job.Stdin {
+		return 4
+	}
+	return 3
 }
 
 // readFull reads len(p) bytes from fd, which blocks.

@@ -22,17 +22,28 @@ import (
 //
 // The agent talks to a reaper over a control socket at the reaper's fd 3:
 // messages of a 4-byte length and a JSON ctlMsg; a job carries the
-// command's stdout, stderr and status pipes as SCM_RIGHTS. The reaper
-// answers on the status pipe (relayStatus), ending with "idle" when it
-// can take another job.
+// command's stdout, stderr and status pipes as SCM_RIGHTS, and its stdin
+// pipe fourth when the job has one (reapJob.Stdin). The reaper takes the
+// messages in the order sent, so a kill or signal sent right after a job
+// reaches that job. It answers on the status pipe (relayStatus), ending
+// with "idle" when it can take another job.
 
 // maxIdleReapers is how many idle reapers the agent keeps.
 const maxIdleReapers = 2
 
-// ctlMsg is one message to a reaper: a job, or a kill of a job.
+// ctlMsg is one message to a reaper: a job, a kill of a job, or a
+// signal for a job's processes.
 type ctlMsg struct {
-	Job  *reapJob `json:"job,omitempty"`
-	Kill uint64   `json:"kill,omitempty"`
+	Job    *reapJob `json:"job,omitempty"`
+	Kill   uint64   `json:"kill,omitempty"`
+	Signal *sigMsg  `json:"signal,omitempty"`
+}
+
+// sigMsg asks for signal Sig (1 to MaxSignal) to go to every process of
+// job ID's subtree.
+type sigMsg struct {
+	ID  uint64 `json:"id"`
+	Sig int    `json:"sig"`
 }
 
 // reapJob is what a reaper is told to run.
@@ -43,6 +54,9 @@ type reapJob struct {
 	Env     []string `json:"env"`
 	Cwd     string   `json:"cwd"`
 	GraceMS int64    `json:"graceMs"`
+	// Stdin says a fourth descriptor, the command's stdin, comes with
+	// the job; without it the command's stdin is the reaper's, /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
 }
 
 // maxCtlMsg bounds a control message in the reaper: a command larger
@@ -65,18 +79,18 @@ type reaperPool struct {
 	refilling bool
 }
 
-// startJob hands job and the command's stdout, stderr and status pipes to
-// an idle reaper, or to a fresh one when none is idle or the idle one has
-// died (killed with the workspace's processes, say). It returns the
-// reaper and the job's id.
-func (s *Server) startJob(job reapJob, out, errw, status *os.File) (*reaper, uint64, error) {
+// startJob hands job and the command's stdout, stderr, status and (with
+// job.Stdin) stdin pipes to an idle reaper, or to a fresh one when none
+// is idle or the idle one has died (killed with the workspace's
+// processes, say). It returns the reaper and the job's id.
+func (s *Server) startJob(job reapJob, files ...*os.File) (*reaper, uint64, error) {
 	defer func() { go s.refillReapers() }()
 	for {
 		r := s.takeIdle()
 		if r == nil {
 			break
 		}
-		if id, err := r.run(job, out, errw, status); err == nil {
+		if id, err := r.run(job, files...); err == nil {
 			return r, id, nil
 		}
 		r.discard()
@@ -85,7 +99,7 @@ func (s *Server) startJob(job reapJob, out, errw, status *os.File) (*reaper, uin
 	if err != nil {
 		return nil, 0, err
 	}
-	id, err := r.run(job, out, errw, status)
+	id, err := r.run(job, files...)
 	if err != nil {
 		r.discard()
 		return nil, 0, err
@@ -189,6 +203,15 @@ func (r *reaper) kill(id uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_ = r.send(ctlMsg{Kill: id}, nil)
+}
+
+// signal asks the reaper to send sig to every process of job id's
+// subtree. One for a job already done is ignored; one that cannot be
+// delivered is dropped.
+func (r *reaper) signal(id uint64, sig int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.send(ctlMsg{Signal: &sigMsg{ID: id, Sig: sig}}, nil)
 }
 
 // send writes one message; the caller holds r.mu. The rights ride on

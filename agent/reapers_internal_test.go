@@ -46,6 +46,31 @@ func TestReaperIsReusedAndAStaleKillMissesTheNextJob(t *testing.T) {
 	}
 }
 
+// TestReaperSignalFollowsItsJob: a signal sent right behind its job
+// reaches that job, however the reaper's reads fall (it is never taken
+// first and dropped as stale), and one for a job already done leaves the
+// next alone.
+func TestReaperSignalFollowsItsJob(t *testing.T) {
+	s := &Server{Self: testutil.AgentBinary(t)}
+	r, err := s.startReaperProc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.discard()
+	for i := range 10 {
+		j := startTestJob(t, r, "exec sleep 30")
+		r.signal(j.id, 9)
+		if _, status := j.wait(t); status != "exit 137,idle" {
+			t.Fatalf("run %d: a SIGKILL right behind its job: status %q", i, status)
+		}
+		r.signal(j.id, 15) // late: that job is over
+		next := startTestJob(t, r, "sleep 0.2; echo ok")
+		if out, status := next.wait(t); out != "ok\n" || status != "exit 0,idle" {
+			t.Fatalf("run %d: the job after a stale signal: output %q, status %q", i, out, status)
+		}
+	}
+}
+
 type testJob struct {
 	id          uint64
 	out, status *os.File

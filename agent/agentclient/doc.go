@@ -2,5 +2,6 @@
 // (package agent): one multiplexed connection per workspace, an SFTP
 // session on a stream of its own for file operations, and commands run
 // with opsapi's semantics (package execpump: output, timeout, drain, the
-// kill) on streams of their own.
+// kill) on streams of their own, with their stdin and signals when the
+// agent speaks protocol version 2 (agent.StdioVersion).
 package agentclient

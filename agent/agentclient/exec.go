@@ -39,15 +39,33 @@ var cwdErrors = map[string]error{
 
 // Exec runs req.Command in the absolute directory cwd with env (the
 // request's and the backend's KEY=VALUE pairs) as
-// opsapi.BashOperations.Exec describes. A connection that fails before
-// the command's end is ErrUnavailable; the agent kills what it left.
+// opsapi.BashOperations.Exec describes, req.Stdin and req.Signals
+// included. A connection that fails before the command's end is
+// ErrUnavailable, as is an agent too old for Stdin or Signals; the agent
+// kills what it left.
 func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, env []string, cfg ExecConfig) (opsapi.ExecResult, error) {
 	begin := time.Now()
-	spec := agent.ExecSpec{Shell: cfg.Shell, Command: req.Command, Cwd: cwd, Env: env, GraceMS: cfg.KillGrace.Milliseconds()}
+	if err := checkPeer(c.Version, req); err != nil {
+		return opsapi.ExecResult{}, err
+	}
+	spec := agent.ExecSpec{Shell: cfg.Shell, Command: req.Command, Cwd: cwd, Env: env,
+		GraceMS: cfg.KillGrace.Milliseconds(), Stdin: req.Stdin != nil}
 	x, err := c.start(ctx, spec, nil)
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}
+	if req.Stdin != nil {
+		// Not waited for: it may be in a Read of req.Stdin that only the
+		// caller can end.
+		go x.pumpStdin(req.Stdin)
+	}
+	var forwarding sync.WaitGroup
+	if req.Signals != nil {
+		forwarding.Add(1)
+		go func() { defer forwarding.Done(); x.forwardSignals(req.Signals) }()
+	}
+	// Exec receives no signal once it has returned.
+	defer forwarding.Wait()
 	res, err := execpump.Run(ctx, x.out, x.events, execpump.Config{
 		Output:    req.Output,
 		Timeout:   req.Timeout,
@@ -67,6 +85,17 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 		return res.ExecResult, fmt.Errorf("%w: connection lost while the command ran (the in-box agent's)", opsapi.ErrUnavailable)
 	}
 	return res.ExecResult, nil
+}
+
+// checkPeer refuses what an agent of the given protocol version cannot
+// do: a version-1 agent would ignore stdin and signals, leaving a command
+// waiting on input that never comes or a signal that never arrives.
+func checkPeer(version int, req opsapi.ExecRequest) error {
+	if version >= agent.StdioVersion || req.Stdin == nil && req.Signals == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: the in-box agent is too old for a command's stdin or signals (it speaks protocol version %d; they need %d)",
+		opsapi.ErrUnavailable, version, agent.StdioVersion)
 }
 
 // start opens an exec stream for spec; stderr, when spec.Stderr, receives
@@ -139,12 +168,25 @@ type execCall struct {
 	done   chan struct{}
 	once   sync.Once
 	wmu    sync.Mutex
+	credit *credit // stdin the agent will take now (FrameStdinAck)
+	// stdinClosed is closed when the agent says the command's stdin has
+	// no reader left (FrameStdinClosed).
+	stdinClosed chan struct{}
+	closedOnce  sync.Once
 }
 
 func newExecCall(st net.Conn) *execCall {
 	r, w := io.Pipe()
 	return &execCall{st: st, out: r, outW: w, events: make(chan execpump.Event, 4),
-		killed: make(chan int, 1), done: make(chan struct{})}
+		killed: make(chan int, 1), done: make(chan struct{}),
+		credit: newCredit(agent.StdinWindow), stdinClosed: make(chan struct{})}
+}
+
+// frame writes one frame to the agent.
+func (x *execCall) frame(typ byte, payload []byte) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	return agent.WriteFrame(x.st, typ, payload)
 }
 
 // close ends the stream; before the exit, the agent takes that as a kill.
@@ -211,16 +253,19 @@ func (x *execCall) readFrames() {
 			case x.killed <- n:
 			default:
 			}
+		case agent.FrameStdinAck:
+			if n, err := strconv.Atoi(string(p)); err == nil {
+				x.credit.give(n)
+			}
+		case agent.FrameStdinClosed:
+			x.closedOnce.Do(func() { close(x.stdinClosed) })
 		}
 	}
 }
 
 // kill asks the agent to end the command's tree and waits for its count.
 func (x *execCall) kill(grace time.Duration) int {
-	x.wmu.Lock()
-	err := agent.WriteFrame(x.st, agent.FrameKill, nil)
-	x.wmu.Unlock()
-	if err != nil {
+	if err := x.frame(agent.FrameKill, nil); err != nil {
 		return 0
 	}
 	t := time.NewTimer(grace + killAnswer)
