@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/tenant"
 )
@@ -62,6 +63,12 @@ type Config struct {
 	// ownership survives a restart; empty keeps it in memory (adopted
 	// workspaces then belong to the first tenant).
 	OwnersFile string
+	// ProcessDir holds the logs of background processes (emptied at
+	// start); empty is a new directory in the OS's temp dir.
+	ProcessDir string
+	// Processes bounds each workspace's background processes: the size
+	// of each one's log, how many it keeps, what its stdin queues.
+	Processes background.Limits
 	// TLS, when set, makes Serve speak HTTPS; with ClientAuth set to
 	// tls.RequireAndVerifyClientCert and ClientCAs, only clients with a
 	// certificate from those CAs get to send a request at all (mTLS).

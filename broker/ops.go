@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"sort"
 	"strconv"
@@ -48,9 +50,25 @@ func (res opsResource) Routes() chi.Router {
 		r.Use(s.limitBody(s.cfg.MaxJSONBody), s.requireJSON)
 		r.Post("/glob", res.glob)
 		r.Post("/search", res.search)
-		r.Post("/exec", res.exec)
 	})
+	r.Post("/exec", res.execRoute())
 	return r
+}
+
+// execRoute takes the command as a JSON body, or, with a body of
+// application/octet-stream, from the query (command, cwd, env repeated,
+// timeout) with the body as the command's stdin.
+func (res opsResource) execRoute() http.HandlerFunc {
+	s := res.s
+	asJSON := s.limitBody(s.cfg.MaxJSONBody)(s.requireJSON(http.HandlerFunc(res.exec)))
+	withStdin := s.limitBody(s.cfg.MaxUploadBytes)(http.HandlerFunc(res.execStdin))
+	return func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/octet-stream" {
+			withStdin.ServeHTTP(w, r)
+			return
+		}
+		asJSON.ServeHTTP(w, r)
+	}
 }
 
 // pathParam returns the one "path" query parameter. A missing parameter
@@ -348,7 +366,7 @@ func execRequest(req wire.ExecRequest) (opsapi.ExecRequest, error) {
 }
 
 func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
-	s, wk := res.s, workspaceFrom(r.Context())
+	s := res.s
 	var body wire.ExecRequest
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		writeProblem(w, r, s.logger, err)
@@ -359,11 +377,87 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
+	res.run(serviceCtx(r), w, r, req)
+}
+
+// execStdin runs the command the query describes with the request body as
+// its stdin. Output streams back while the body still comes in.
+func (res opsResource) execStdin(w http.ResponseWriter, r *http.Request) {
+	s := res.s
+	body, err := execQuery(r)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	req, err := execRequest(body)
+	if err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	// HTTP/1.1 handlers otherwise stop reading the body once the
+	// response begins.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	// A body that breaks off (not a clean end) is a client gone: kill the
+	// command, as a dropped exec stream does. Until the body has ended
+	// the server does not watch the connection for that itself.
+	ctx, cancel := context.WithCancelCause(serviceCtx(r))
+	defer cancel(nil)
+	stdin := &stdinBody{r: r.Body, broke: cancel, done: make(chan struct{})}
+	defer close(stdin.done)
+	req.Stdin = stdin
+	res.run(ctx, w, r, req)
+}
+
+// stdinBody is an exec's request body as its stdin.
+type stdinBody struct {
+	r     io.Reader
+	broke context.CancelCauseFunc
+	done  chan struct{} // closed when the command has returned
+}
+
+// Read passes the body on. A body that breaks off kills the command, and
+// the command never sees an end of its stdin: an end would let it go on
+// (`cat; rm -rf x` runs the rm at EOF) while the kill is on its way.
+func (b *stdinBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.broke(fmt.Errorf("%w: the request body (the command's stdin) broke off: %w", opsapi.ErrCanceled, err))
+		<-b.done
+	}
+	return n, err
+}
+
+// execQuery reads an exec request from the query: each field at most
+// once, env any number of times.
+func execQuery(r *http.Request) (wire.ExecRequest, error) {
+	q := r.URL.Query()
+	for name, vals := range q {
+		switch {
+		case name != "command" && name != "cwd" && name != "env" && name != "timeout":
+			return wire.ExecRequest{}, invalid("exec", "", "unknown query parameter %q (command, cwd, env, timeout)", name)
+		case name != "env" && len(vals) > 1:
+			return wire.ExecRequest{}, invalid("exec", "", "query parameter %q given %d times", name, len(vals))
+		}
+	}
+	req := wire.ExecRequest{Command: q.Get("command"), Cwd: q.Get("cwd"), Env: q["env"]}
+	if v := q.Get("timeout"); v != "" {
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return wire.ExecRequest{}, invalid("exec", "", "query parameter \"timeout\" must be a number of seconds, got %q", v)
+		}
+		req.Timeout = t
+	}
+	return req, nil
+}
+
+// run runs req and streams its output and result.
+func (res opsResource) run(ctx context.Context, w http.ResponseWriter, r *http.Request, req opsapi.ExecRequest) {
+	s, wk := res.s, workspaceFrom(r.Context())
 	// The request context ends when the client disconnects, which cancels
 	// the command and so kills its whole tree.
 	out := &execStream{w: w}
 	req.Output = out
-	result, err := s.svc.Exec(serviceCtx(r), wk, req)
+	result, err := s.svc.Exec(ctx, wk, req)
 	if err != nil {
 		if !out.started {
 			s.fail(w, r, err)

@@ -80,6 +80,8 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		Tenants:        reg,
 		Audit:          cfg.Audit,
 		OwnersFile:     cfg.OwnersFile,
+		ProcessDir:     cfg.ProcessDir,
+		Processes:      cfg.Processes,
 		Observer:       s.metrics,
 	}, logger)
 	if err != nil {

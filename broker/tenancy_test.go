@@ -154,14 +154,25 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	tc := newTenancy(t, nil, nil, nil)
 	ws := tc.createAs(aliceToken)
 	writeHost(t, ws, "keep.txt", "alice's\n")
+	// Alice's background process: bob names it by its real id.
+	var proc wire.BackgroundProcess
+	if resp, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+ws.ID+"/processes", map[string]any{"command": "sleep 600", "stdin": true}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("alice's background process: %d %s", resp.StatusCode, data)
+	} else if err := json.Unmarshal(data, &proc); err != nil {
+		t.Fatal(err)
+	}
+	fill := func(route, id string) string { return fill(strings.ReplaceAll(route, "{proc}", proc.ID), id) }
 	const missing = "ws_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 	bodies := map[string]any{
-		"/v1/workspaces/{id}/tools":        map[string]any{"calls": []any{map[string]any{"name": "write", "arguments": map[string]any{"path": "keep.txt", "content": "bob"}}}},
-		"/v1/workspaces/{id}/tools/{name}": map[string]any{"path": "keep.txt"},
-		"/v1/workspaces/{id}/exec":         map[string]any{"command": "echo bob > keep.txt"},
-		"/v1/workspaces/{id}/glob":         map[string]any{"pattern": "*", "cwd": "."},
-		"/v1/workspaces/{id}/search":       map[string]any{"pattern": "a", "path": "."},
-		"/v1/workspaces/{id}/files":        "bob was here",
+		"/v1/workspaces/{id}/processes":               map[string]any{"command": "echo bob > keep.txt"},
+		"/v1/workspaces/{id}/processes/{proc}/signal": map[string]any{"signal": "SIGKILL"},
+		"/v1/workspaces/{id}/processes/{proc}/stdin":  "bob's input",
+		"/v1/workspaces/{id}/tools":                   map[string]any{"calls": []any{map[string]any{"name": "write", "arguments": map[string]any{"path": "keep.txt", "content": "bob"}}}},
+		"/v1/workspaces/{id}/tools/{name}":            map[string]any{"path": "keep.txt"},
+		"/v1/workspaces/{id}/exec":                    map[string]any{"command": "echo bob > keep.txt"},
+		"/v1/workspaces/{id}/glob":                    map[string]any{"pattern": "*", "cwd": "."},
+		"/v1/workspaces/{id}/search":                  map[string]any{"pattern": "a", "path": "."},
+		"/v1/workspaces/{id}/files":                   "bob was here",
 	}
 	n := 0
 	for _, rc := range routeCases(t, tc.srv.Handler()) {
@@ -204,6 +215,12 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	}
 	if resp, data := tc.as(aliceToken, "GET", "/v1/workspaces/"+ws.ID, nil); resp.StatusCode != 200 {
 		t.Fatalf("alice lost her workspace: %d %s", resp.StatusCode, data)
+	}
+	var after wire.BackgroundProcess
+	if resp, data := tc.as(aliceToken, "GET", "/v1/workspaces/"+ws.ID+"/processes/"+proc.ID, nil); resp.StatusCode != 200 {
+		t.Fatalf("alice lost her process: %d %s", resp.StatusCode, data)
+	} else if err := json.Unmarshal(data, &after); err != nil || after.State != "running" || !after.Stdin || after.Output.Written != 0 {
+		t.Fatalf("bob reached alice's process: %+v, %v", after, err)
 	}
 	denials := 0
 	for _, ev := range tc.records() {

@@ -52,6 +52,10 @@ type serveConfig struct {
 	// entries. Defaults 1 GiB and 100,000.
 	MaxArchiveBytes   int64 `yaml:"maxArchiveBytes"`
 	MaxArchiveEntries int   `yaml:"maxArchiveEntries"`
+	// Processes bounds each workspace's background processes: logBytes
+	// (each one's log, default 4 MiB) and max (how many a workspace
+	// keeps, default 32). Their logs live in <stateDir>/processes.
+	Processes processesConfig `yaml:"processes"`
 	// Local configures the local backend (its own YAML keys: killGrace,
 	// drainIdle, maxDrain, shell, rgPath); its stateDir defaults to
 	// <stateDir>/local.
@@ -323,11 +327,18 @@ func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, 
 	if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
-	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 || cfg.MaxArchiveBytes < 0 || cfg.MaxArchiveEntries < 0 {
-		return cfg, errors.New("shutdownGrace, maxUploadBytes, maxArchiveBytes and maxArchiveEntries must not be negative")
+	if cfg.ShutdownGrace < 0 || cfg.MaxUploadBytes < 0 || cfg.MaxArchiveBytes < 0 || cfg.MaxArchiveEntries < 0 ||
+		cfg.Processes.LogBytes < 0 || cfg.Processes.Max < 0 {
+		return cfg, errors.New("shutdownGrace, maxUploadBytes, maxArchiveBytes, maxArchiveEntries, processes.logBytes and processes.max must not be negative")
 	}
 	if _, err := cfg.MCP.config(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// processesConfig is the config file's processes: section.
+type processesConfig struct {
+	LogBytes int64 `yaml:"logBytes"`
+	Max      int   `yaml:"max"`
 }

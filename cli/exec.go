@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // envList collects repeated -env K=V flags.
@@ -30,6 +32,9 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	cf := c.addClientFlags(fs)
 	cwd := fs.String("cwd", "", "working directory in the workspace (default: its root)")
 	timeout := fs.Duration("timeout", 0, "kill the command after this long (0: no limit)")
+	detach := fs.Bool("d", false, "start the command in the background and print its process id (see ps, logs, kill)")
+	tag := fs.String("tag", "", "with -d: a label for the process, shown by ps")
+	keepStdin := fs.Bool("i", false, "with -d: keep the process's stdin open for writing")
 	var env envList
 	fs.Var(&env, "env", "KEY=VALUE added to the command's environment (repeatable)")
 
@@ -44,11 +49,20 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *detach {
+		p, err := cl.Workspace(id).StartProcess(ctx, wire.StartProcessRequest{Tag: *tag, Stdin: *keepStdin,
+			ExecRequest: wire.ExecRequest{Command: command, Cwd: *cwd, Env: env, Timeout: timeout.Seconds()}})
+		if err != nil {
+			return explain(err)
+		}
+		fmt.Fprintln(c.Stdout, p.ID)
+		return nil
+	}
 	// Ctrl-C cancels the request; the broker then kills the remote tree.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := cl.Workspace(id).Exec(ctx, opsapi.ExecRequest{
-		Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout,
+		Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout, Stdin: c.commandStdin(),
 	})
 	if ctx.Err() != nil {
 		fmt.Fprintln(c.Stderr, "broker exec: interrupted; the command was killed")
@@ -77,6 +91,18 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 		return &exitError{code: res.ExitCode}
 	}
 	return nil
+}
+
+// commandStdin is what exec passes as the command's stdin: the CLI's own,
+// unless it is a terminal or a device such as /dev/null (a terminal
+// would make the command wait for typing that nobody sees echoed).
+func (c *CLI) commandStdin() io.Reader {
+	if f, ok := c.Stdin.(*os.File); ok {
+		if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+			return nil
+		}
+	}
+	return c.Stdin
 }
 
 // parseExecArgs splits `[flags] <ws> [flags] -- <command...>`, or without

@@ -17,6 +17,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
+	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tenant"
@@ -77,6 +78,8 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		Tenants:           reg,
 		Audit:             auditLog,
 		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
+		ProcessDir:        filepath.Join(cfg.StateDir, "processes"),
+		Processes:         background.Limits{LogBytes: cfg.Processes.LogBytes, Processes: cfg.Processes.Max},
 		TLS:               tlsCfg,
 		MaxUploadBytes:    cfg.MaxUploadBytes,
 		MaxArchiveBytes:   cfg.MaxArchiveBytes,

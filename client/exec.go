@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -39,17 +41,16 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if req.Timeout < 0 {
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, errors.New("negative timeout"))
 	}
-	b, err := json.Marshal(wire.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout.Seconds()})
-	if err != nil {
-		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, err)
+	if req.Signals != nil {
+		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
+			errors.New("the exec route carries no signals; start a background process (StartProcess) to signal it"))
 	}
 	reqCtx, sc := newStreamCancel(ctx)
 	defer sc.close()
-	hreq, err := w.c.newRequest(reqCtx, http.MethodPost, wsPath(w.id, "/exec"), nil, bytes.NewReader(b))
+	hreq, err := w.execRequest(reqCtx, req)
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/x-ndjson")
 	resp, err := w.c.send(hreq)
 	if err != nil {
@@ -197,4 +198,36 @@ func canceledResult(ctx context.Context, start time.Time) opsapi.ExecResult {
 		res.Canceled = true
 	}
 	return res
+}
+
+// execRequest is POST /exec for req: a JSON body, or with req.Stdin the
+// command in the query and stdin as the body.
+func (w *Workspace) execRequest(ctx context.Context, req opsapi.ExecRequest) (*http.Request, error) {
+	body := wire.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout.Seconds()}
+	if req.Stdin != nil {
+		q := url.Values{"command": {body.Command}}
+		if body.Cwd != "" {
+			q.Set("cwd", body.Cwd)
+		}
+		if body.Timeout > 0 {
+			q.Set("timeout", strconv.FormatFloat(body.Timeout, 'f', -1, 64))
+		}
+		q["env"] = body.Env
+		hreq, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/exec"), q, io.NopCloser(req.Stdin))
+		if err != nil {
+			return nil, err
+		}
+		hreq.Header.Set("Content-Type", "application/octet-stream")
+		return hreq, nil
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, opsapi.E("client.Exec", "", opsapi.ErrInvalid, err)
+	}
+	hreq, err := w.c.newRequest(ctx, http.MethodPost, wsPath(w.id, "/exec"), nil, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	return hreq, nil
 }

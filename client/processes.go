@@ -2,21 +2,27 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 // Processes lists the workspace's live processes (GET /processes). A
 // backend that cannot list them answers opsapi.ErrNotExist.
 func (w *Workspace) Processes(ctx context.Context) ([]opsapi.Process, error) {
-	var out struct {
-		Processes []opsapi.Process `json:"processes"`
+	var out wire.ProcessList
+	if err := w.c.doJSON(ctx, http.MethodGet, wsPath(w.id, "/processes"), nil, nil, &out); err != nil {
+		return nil, err
 	}
-	err := w.c.doJSON(ctx, http.MethodGet, wsPath(w.id, "/processes"), nil, nil, &out)
-	return out.Processes, err
+	if out.Processes == nil {
+		// The broker leaves the list out when the backend cannot make it.
+		return nil, opsapi.E("client.Processes", "", opsapi.ErrNotExist, errors.New("the workspace's backend cannot list its processes"))
+	}
+	return out.Processes, nil
 }
 
 // KillProcesses kills the given processes, or all of the workspace's when

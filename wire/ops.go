@@ -30,9 +30,12 @@ type DirList struct {
 	Hidden int `json:"hidden,omitempty"`
 }
 
-// ProcessList is the body of GET /processes.
+// ProcessList is the body of GET /processes: the workspace's processes
+// as its backend lists them (absent where it cannot), and its background
+// processes.
 type ProcessList struct {
-	Processes []opsapi.Process `json:"processes"`
+	Processes  []opsapi.Process    `json:"processes,omitzero"`
+	Background []BackgroundProcess `json:"background"`
 }
 
 // KillResult is the body of DELETE /processes.

@@ -16,7 +16,7 @@ var errShuttingDown = opsapi.E("broker", "", opsapi.ErrUnavailable, errors.New("
 // and waits until they have returned, or ctx ends. New commands are
 // refused from then on. It destroys no workspace, but removes the
 // full-output files bash kept on the broker's host (a new broker process
-// starts without them).
+// starts without them) and the logs of background processes.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.calls.cancelAll(errShuttingDown)
@@ -28,6 +28,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	for _, w := range s.workspaces {
 		if err := w.toolbox.Close(); err != nil {
 			s.logger.Warn("removing full-output files failed", "workspace", w.id, "err", err)
+		}
+		if err := w.procs.Close(ctx); err != nil {
+			s.logger.Warn("removing background processes' logs failed", "workspace", w.id, "err", err)
 		}
 	}
 	return nil

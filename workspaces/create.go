@@ -111,6 +111,9 @@ func (s *Service) Delete(ctx context.Context, w *Workspace) error {
 	if err := w.toolbox.Close(); err != nil {
 		s.logger.Warn("removing full-output files failed", "workspace", w.id, "err", err)
 	}
+	if err := w.procs.Close(ctx); err != nil {
+		s.logger.Warn("removing background processes' logs failed", "workspace", w.id, "err", err)
+	}
 	s.logger.Info("workspace deleted", "workspace", w.id, "backend", w.backend, "request_id", requestFrom(ctx).ID)
 	return nil
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
@@ -46,6 +49,13 @@ type Config struct {
 	// (tools.Options.SpillBase); empty is the OS's temp dir. Delete and
 	// Shutdown remove them.
 	SpillDir string
+	// ProcessDir is the broker-host directory that holds the logs of
+	// background processes, one directory per workspace; empty is a new
+	// directory in the OS's temp dir. What a previous broker left there
+	// is removed at start: its processes ended with it.
+	ProcessDir string
+	// Processes bounds each workspace's background processes.
+	Processes background.Limits
 }
 
 // Service owns the workspaces of a set of backends and runs every call
@@ -81,6 +91,7 @@ type Workspace struct {
 	ws        opsapi.Workspace // the backend's workspace
 	guard     *policy.Guard    // the same, behind the tenant's policy: call through it
 	toolbox   *tools.Toolbox
+	procs     *background.Table
 	createdAt time.Time
 }
 
@@ -173,6 +184,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}
+	}
+	if err := s.prepareProcessDir(); err != nil {
+		return nil, err
 	}
 	s.SetTenants(cfg.Tenants)
 	owners, err := loadOwners(cfg.OwnersFile)
@@ -284,6 +298,7 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 		ws:        ws,
 		guard:     guard,
 		createdAt: created,
+		procs:     background.NewTable(filepath.Join(s.cfg.ProcessDir, id), s.cfg.Processes),
 		toolbox: tools.New(guard, tools.Options{
 			Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
 			SpillBase: s.cfg.SpillDir,
@@ -399,4 +414,24 @@ func (s *Service) Tools(t *tenant.Tenant) []tools.Definition {
 		}
 	}
 	return defs
+}
+
+// prepareProcessDir makes the directory of background processes' logs,
+// empty.
+func (s *Service) prepareProcessDir() error {
+	if s.cfg.ProcessDir == "" {
+		dir, err := os.MkdirTemp("", "wsbroker-processes-")
+		if err != nil {
+			return fmt.Errorf("broker: background process logs: %w", err)
+		}
+		s.cfg.ProcessDir = dir
+		return nil
+	}
+	if err := os.RemoveAll(s.cfg.ProcessDir); err != nil {
+		return fmt.Errorf("broker: background process logs: %w", err)
+	}
+	if err := os.MkdirAll(s.cfg.ProcessDir, 0o700); err != nil {
+		return fmt.Errorf("broker: background process logs: %w", err)
+	}
+	return nil
 }

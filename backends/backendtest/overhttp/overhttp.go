@@ -43,22 +43,32 @@ func Run(t *testing.T, o Options) {
 		b := newBackend(t, o)
 		shared, name = Serve(t, b), b.Name()
 	}
+	newWS := func(t *testing.T) opsapi.Workspace {
+		c, backend := shared, name
+		if o.PerCase {
+			b := newBackend(t, o)
+			c, backend = Serve(t, b), b.Name()
+		}
+		var opts json.RawMessage
+		if o.CreateOptions != nil {
+			opts = o.CreateOptions(t)
+		}
+		return Create(t, c, backend, opts)
+	}
+	t.Run("background", func(t *testing.T) {
+		backgroundCases(t, func(t *testing.T) *client.Workspace { return newWS(t).(*client.Workspace) })
+	})
 	backendtest.Run(t, backendtest.Options{
-		New: func(t *testing.T) opsapi.Workspace {
-			c, backend := shared, name
-			if o.PerCase {
-				b := newBackend(t, o)
-				c, backend = Serve(t, b), b.Name()
-			}
-			var opts json.RawMessage
-			if o.CreateOptions != nil {
-				opts = o.CreateOptions(t)
-			}
-			return Create(t, c, backend, opts)
-		},
-		Confined: o.Confined,
+		New:       newWS,
+		Confined:  o.Confined,
+		NoSignals: noSignals,
 	})
 }
+
+// noSignals is why the signal cases skip over HTTP: the exec route
+// carries stdin (an octet-stream body) but no signals; a background
+// process's signal route does (the background cases).
+const noSignals = "the exec route carries no signals; background processes take them (POST /processes/{proc}/signal)"
 
 func newBackend(t *testing.T, o Options) opsapi.Backend {
 	t.Helper()

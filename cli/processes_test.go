@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExecPassesStdin: what is piped to `broker exec` reaches the command
+// (it used to be dropped for /dev/null).
+func TestExecPassesStdin(t *testing.T) {
+	url := startBroker(t, "s3cret")
+	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir()}
+	out, _, _ := run(env, "", "ws", "create")
+	id := strings.TrimSpace(out)
+	in := strings.Repeat("a line of input\n", 10000)
+	if out, errs, code := run(env, in, "exec", id, "--", "wc -l; sha256sum -"); code != 0 || !strings.HasPrefix(out, "10000\n") {
+		t.Fatalf("exec with stdin: %d %q %q", code, out, errs)
+	}
+}
+
+// TestBackgroundCommands: exec -d starts, ps lists, logs -f follows to the
+// exit status, kill -s signals, kill removes.
+func TestBackgroundCommands(t *testing.T) {
+	url := startBroker(t, "s3cret")
+	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir()}
+	out, _, _ := run(env, "", "ws", "create")
+	id := strings.TrimSpace(out)
+
+	out, errs, code := run(env, "", "exec", "-d", "-tag", "counter", id, "--", "for i in 1 2 3; do echo n$i; sleep 0.1; done; exit 5")
+	proc := strings.TrimSpace(out)
+	if code != 0 || !regexp.MustCompile(`^p-[0-9a-f]{16}$`).MatchString(proc) {
+		t.Fatalf("exec -d: %d %q %q", code, out, errs)
+	}
+	if out, _, code := run(env, "", "ps", id); code != 0 || !strings.Contains(out, proc) || !strings.Contains(out, "counter") {
+		t.Fatalf("ps: %d %q", code, out)
+	}
+	if out, errs, code := run(env, "", "logs", "-f", id, proc); code != 5 || out != "n1\nn2\nn3\n" {
+		t.Fatalf("logs -f: %d %q %q, want exit 5 and the three lines", code, out, errs)
+	}
+	if out, _, code := run(env, "", "logs", "-offset", "3", id, proc); code != 5 || out != "n2\nn3\n" {
+		t.Fatalf("logs -offset 3: %d %q", code, out)
+	}
+	if out, _, _ := run(env, "", "ps", id); !strings.Contains(out, "exited(5)") {
+		t.Fatalf("ps after the exit: %q", out)
+	}
+
+	out, _, _ = run(env, "", "exec", "-d", id, "--", "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.1; done")
+	proc = strings.TrimSpace(out)
+	time.Sleep(300 * time.Millisecond) // let the trap be set
+	if _, errs, code := run(env, "", "kill", "-s", "term", id, proc); code != 0 {
+		t.Fatalf("kill -s term: %d %q", code, errs)
+	}
+	if out, _, code := run(env, "", "logs", "-f", id, proc); code != 0 || !strings.HasSuffix(out, "got-term\n") {
+		t.Fatalf("logs after the signal: %d %q", code, out)
+	}
+	if _, errs, code := run(env, "", "kill", id, proc); code != 0 || !strings.Contains(errs, proc) {
+		t.Fatalf("kill: %d %q", code, errs)
+	}
+	if _, errs, code := run(env, "", "logs", id, proc); code != 1 || !strings.Contains(errs, "no such background process") {
+		t.Fatalf("logs of a removed process: %d %q", code, errs)
+	}
+}
