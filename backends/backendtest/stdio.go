@@ -52,6 +52,14 @@ func (s *suite) stdioStdin(t *testing.T) {
 		eq(t, "exit code", res.ExitCode, 0)
 		eq(t, "output", out, in)
 	})
+	t.Run("Exec_Stdin_and_stdout_reopen_by_path", func(t *testing.T) {
+		// `cat /dev/stdin`, `tee /dev/stderr`: the pipes must open as the
+		// command's user, not only as the descriptors it inherited.
+		ws := s.stdinCase(t)
+		out, res := runStdin(t, ws, "cat /dev/stdin > /dev/stdout", strings.NewReader("by path\n"))
+		eq(t, "exit code", res.ExitCode, 0)
+		eq(t, "output", out, "by path\n")
+	})
 	t.Run("Exec_4MiB_of_Stdin_arrive_whole", func(t *testing.T) {
 		ws := s.stdinCase(t)
 		data := make([]byte, 4<<20)

@@ -221,6 +221,7 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, e
 	}
 	defer pw.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
+	w.givePipes(cmd)
 	begin := time.Now()
 	w.life.RLock()
 	defer w.life.RUnlock()
@@ -239,6 +240,24 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, e
 	w.groups[cmd.Process.Pid] = struct{}{}
 	w.mu.Unlock()
 	return r, begin, nil
+}
+
+// givePipes hands the command's pipes to the workspace's uid: a pipe
+// belongs to its maker with mode 0600, and reopening one by path
+// (/dev/stdin, /dev/stdout, /proc/self/fd/N, which `cat /dev/stdin` and
+// `tee /dev/stderr` do) is checked against that owner. The pipes are the
+// command's alone, so nothing else is opened up.
+func (w *Workspace) givePipes(cmd *exec.Cmd) {
+	if w.uid < 0 {
+		return
+	}
+	for _, f := range []any{cmd.Stdin, cmd.Stdout} {
+		if f, ok := f.(*os.File); ok {
+			if err := f.Chown(w.uid, w.uid); err != nil {
+				w.logger.Debug("handing a pipe to the workspace's uid", "err", err)
+			}
+		}
+	}
 }
 
 var errDestroyed = errors.New("workspace destroyed")
