@@ -63,6 +63,9 @@ type Config struct {
 	// ownership survives a restart; empty keeps it in memory (adopted
 	// workspaces then belong to the first tenant).
 	OwnersFile string
+	// EnvFile keeps each workspace's environment across restarts (mode
+	// 0600: it holds secrets); empty keeps it in memory only.
+	EnvFile string
 	// ProcessDir holds the logs of background processes (emptied at
 	// start); empty is a new directory in the OS's temp dir.
 	ProcessDir string

@@ -91,6 +91,9 @@ var wireSchemas = map[string]wireSchema{
 	"LogLine":             {types: []any{wire.LogLine{}}},
 	"SignalRequest":       {types: []any{wire.SignalRequest{}}, request: true},
 	"StdinResult":         {types: []any{wire.StdinResult{}}},
+	"EnvVar":              {types: []any{wire.EnvVar{}}, request: true},
+	"EnvName":             {types: []any{wire.EnvName{}}},
+	"EnvRequest":          {types: []any{wire.EnvRequest{}}, request: true},
 }
 
 // TestOpenAPISchemasMatchWire holds each body schema equal to the JSON

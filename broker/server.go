@@ -49,6 +49,18 @@ func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
 	if d := i.Disk; d != nil {
 		out.Disk = &wire.Disk{UsedBytes: d.UsedBytes, LimitBytes: d.LimitBytes}
 	}
+	for _, v := range i.Env {
+		out.Env = append(out.Env, wire.EnvName{Name: v.Name, Secret: v.Secret})
+	}
+	return out
+}
+
+// envVars are the wire's variables as the service takes them.
+func envVars(in []wire.EnvVar) []workspaces.EnvVar {
+	out := make([]workspaces.EnvVar, len(in))
+	for i, v := range in {
+		out[i] = workspaces.EnvVar{Name: v.Name, Value: v.Value, Secret: v.Secret}
+	}
 	return out
 }
 
@@ -80,6 +92,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		Tenants:        reg,
 		Audit:          cfg.Audit,
 		OwnersFile:     cfg.OwnersFile,
+		EnvFile:        cfg.EnvFile,
 		ProcessDir:     cfg.ProcessDir,
 		Processes:      cfg.Processes,
 		Observer:       s.metrics,

@@ -26,6 +26,7 @@ func (res workspacesResource) Routes() chi.Router {
 		r.Use(s.withWorkspace)
 		r.Get("/", res.get)
 		r.Delete("/", res.delete)
+		r.With(s.limitBody(s.cfg.MaxJSONBody), s.requireJSON).Put("/env", res.setEnv)
 		processRoutes(r, res)
 		mcpRoutes(r, s, "/mcp", s.serveWorkspaceMCP)
 		r.Mount("/tools", toolsResource(res).Routes())
@@ -41,7 +42,7 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	info, err := s.svc.Create(serviceCtx(r), tenantFrom(r.Context()), req.Backend, req.Options)
+	info, err := s.svc.Create(serviceCtx(r), tenantFrom(r.Context()), req.Backend, req.Options, envVars(req.Env))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -72,6 +73,22 @@ func (res workspacesResource) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// setEnv replaces the workspace's environment; commands started from
+// then on see it. It answers the workspace (names only, never values).
+func (res workspacesResource) setEnv(w http.ResponseWriter, r *http.Request) {
+	s, wk := res.s, workspaceFrom(r.Context())
+	var req wire.EnvRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, s.logger, err)
+		return
+	}
+	if err := s.svc.SetEnv(serviceCtx(r), wk, envVars(req.Env)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, workspaceInfo(wk.Info()))
 }
 
 // fail answers an error of the workspace service.

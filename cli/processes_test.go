@@ -62,3 +62,23 @@ func TestBackgroundCommands(t *testing.T) {
 		t.Fatalf("logs of a removed process: %d %q", code, errs)
 	}
 }
+
+// TestWorkspaceEnvCommands: ws create --env/--secret-env and ws env.
+func TestWorkspaceEnvCommands(t *testing.T) {
+	url := startBroker(t, "s3cret")
+	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir()}
+	out, errs, code := run(env, "", "ws", "create", "--env", "GREETING=hello", "--secret-env", "KEY=k3y-v4lue")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("ws create: %d %q", code, errs)
+	}
+	if out, _, _ := run(env, "", "exec", id, "--", `echo "$GREETING $KEY"`); out != "hello [REDACTED:KEY]\n" {
+		t.Fatalf("exec sees %q", out)
+	}
+	if out, errs, code := run(env, "", "ws", "env", id, "--env", "GREETING=bye"); code != 0 || out != "GREETING\n" {
+		t.Fatalf("ws env: %d %q %q", code, out, errs)
+	}
+	if out, _, _ := run(env, "", "exec", id, "--", `echo "$GREETING ${KEY-gone}"`); out != "bye gone\n" {
+		t.Fatalf("exec after ws env sees %q", out)
+	}
+}

@@ -78,6 +78,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		Tenants:           reg,
 		Audit:             auditLog,
 		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
+		EnvFile:           filepath.Join(cfg.StateDir, "env.json"),
 		ProcessDir:        filepath.Join(cfg.StateDir, "processes"),
 		Processes:         background.Limits{LogBytes: cfg.Processes.LogBytes, Processes: cfg.Processes.Max},
 		TLS:               tlsCfg,

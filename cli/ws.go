@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/wsbroker/wsbroker/wire"
 )
 
 func (c *CLI) ws(ctx context.Context, args []string) error {
@@ -14,6 +18,7 @@ func (c *CLI) ws(ctx context.Context, args []string) error {
 		{"create", []string{"new"}, "create a workspace and print its id", (*CLI).wsCreate},
 		{"ls", []string{"list"}, "list the workspaces", (*CLI).wsList},
 		{"rm", []string{"delete"}, "remove workspaces", (*CLI).wsRemove},
+		{"env", nil, "replace a workspace's environment: env <ws> [--env K=V]... [--secret-env K=V]...", (*CLI).wsEnv},
 	})
 }
 
@@ -23,6 +28,9 @@ func (c *CLI) wsCreate(ctx context.Context, args []string) error {
 	backend := fs.String("backend", "", "backend of the new workspace (default: the broker's, local)")
 	options := fs.String("options", "", "the backend's creation options, as JSON")
 	asJSON := fs.Bool("json", false, "print the whole workspace object as JSON instead of its id")
+	var env, secrets envList
+	fs.Var(&env, "env", "KEY=VALUE in the workspace's environment, seen by every command (repeatable)")
+	fs.Var(&secrets, "secret-env", "KEY=VALUE as --env, its value redacted from every output (repeatable)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +48,7 @@ func (c *CLI) wsCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	info, err := cl.CreateWorkspace(ctx, *backend, opts)
+	info, err := cl.Create(ctx, wire.CreateRequest{Backend: *backend, Options: opts, Env: envVars(env, secrets)})
 	if err != nil {
 		return explain(err)
 	}
@@ -106,4 +114,61 @@ func (c *CLI) printJSON(v any) error {
 	enc := json.NewEncoder(c.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// envVars are the --env and --secret-env pairs as variables.
+func envVars(env, secrets envList) []wire.EnvVar {
+	var out []wire.EnvVar
+	for i, list := range []envList{env, secrets} {
+		for _, kv := range list {
+			k, v, _ := strings.Cut(kv, "=")
+			out = append(out, wire.EnvVar{Name: k, Value: v, Secret: i == 1})
+		}
+	}
+	return out
+}
+
+// wsEnv replaces a workspace's environment with the flags' variables
+// (none: it is removed).
+func (c *CLI) wsEnv(ctx context.Context, args []string) error {
+	fs := c.flagSet("ws env", "<ws> [--env K=V]... [--secret-env K=V]...")
+	cf := c.addClientFlags(fs)
+	var env, secrets envList
+	fs.Var(&env, "env", "KEY=VALUE seen by every command (repeatable)")
+	fs.Var(&secrets, "secret-env", "KEY=VALUE as --env, its value redacted from every output (repeatable)")
+	id, err := parseOneID(fs, args, "ws env")
+	if err != nil {
+		return err
+	}
+	cl, err := c.client(cf)
+	if err != nil {
+		return err
+	}
+	info, err := cl.Workspace(id).SetEnv(ctx, envVars(env, secrets))
+	if err != nil {
+		return explain(err)
+	}
+	for _, v := range info.Env {
+		fmt.Fprintln(c.Stdout, v.Name)
+	}
+	return nil
+}
+
+// parseOneID parses flags around exactly one workspace id.
+func parseOneID(fs *flag.FlagSet, args []string, name string) (string, error) {
+	var ids []string
+	for {
+		if err := parse(fs, args); err != nil {
+			return "", err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		ids = append(ids, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(ids) != 1 {
+		return "", usageError("%s takes one workspace id, got %q", name, ids)
+	}
+	return ids[0], nil
 }

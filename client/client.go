@@ -62,9 +62,14 @@ func defaultTransport() http.RoundTripper {
 // CreateWorkspace asks for a new workspace on backend ("" means the
 // broker's default, local) with the backend's options (nil for defaults).
 func (c *Client) CreateWorkspace(ctx context.Context, backend string, options json.RawMessage) (wire.WorkspaceInfo, error) {
-	body := wire.CreateRequest{Backend: backend, Options: options}
+	return c.Create(ctx, wire.CreateRequest{Backend: backend, Options: options})
+}
+
+// Create asks for a new workspace as req says: backend, options and
+// environment.
+func (c *Client) Create(ctx context.Context, req wire.CreateRequest) (wire.WorkspaceInfo, error) {
 	var info wire.WorkspaceInfo
-	err := c.doJSON(ctx, http.MethodPost, "/v1/workspaces", nil, body, &info)
+	err := c.doJSON(ctx, http.MethodPost, "/v1/workspaces", nil, req, &info)
 	return info, err
 }
 

@@ -206,3 +206,14 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 	}
 	return err
 }
+
+// SetEnv replaces the workspace's environment (PUT /env): every command
+// started from then on sees vars. The answer names them, never values.
+func (w *Workspace) SetEnv(ctx context.Context, vars []wire.EnvVar) (wire.WorkspaceInfo, error) {
+	if vars == nil {
+		vars = []wire.EnvVar{}
+	}
+	var info wire.WorkspaceInfo
+	err := w.c.doJSON(ctx, http.MethodPut, wsPath(w.id, "/env"), nil, wire.EnvRequest{Env: vars}, &info)
+	return info, err
+}

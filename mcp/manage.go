@@ -93,7 +93,7 @@ func (cw *clientWorkspaces) create(ctx context.Context, req *sdk.CallToolRequest
 		spec = p
 	}
 	ctx = workspaces.WithRequest(ctx, requestOf(req.Extra))
-	info, err := cw.s.svc.Create(ctx, t, spec.Backend, spec.Options)
+	info, err := cw.s.svc.Create(ctx, t, spec.Backend, spec.Options, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating a workspace: %w", err)
 	}

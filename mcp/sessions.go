@@ -112,7 +112,7 @@ func (cw *clientWorkspaces) resolve(ctx context.Context, t *tenant.Tenant) (*wor
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	if cw.current == "" {
-		info, err := cw.s.svc.Create(ctx, t, cw.spec.Backend, cw.spec.Options)
+		info, err := cw.s.svc.Create(ctx, t, cw.spec.Backend, cw.spec.Options, nil)
 		if err != nil {
 			return nil, fmt.Errorf("creating the session's workspace: %w", err)
 		}

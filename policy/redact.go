@@ -142,3 +142,24 @@ func (s *StreamRedactor) emit(b []byte) error {
 	_, err := s.out.Write(out)
 	return err
 }
+
+// WithLiterals returns a Redactor that also replaces each of values, as
+// it is, with "[REDACTED:<name>]" where name is the value's name in
+// names (values[i] is named names[i]). Empty values are skipped. r is
+// not changed.
+func (r *Redactor) WithLiterals(names, values []string) *Redactor {
+	out := &Redactor{}
+	if r != nil {
+		out.rules = append(out.rules, r.rules...)
+	}
+	for i, v := range values {
+		if v == "" {
+			continue
+		}
+		out.rules = append(out.rules, redactRule{
+			re:   regexp.MustCompile(regexp.QuoteMeta(v)),
+			repl: []byte("[REDACTED:" + names[i] + "]"),
+		})
+	}
+	return out
+}

@@ -82,7 +82,7 @@ func (t *bashTool) Execute(ctx context.Context, raw json.RawMessage, onUpdate Up
 	res, execErr := t.ops.Exec(ctx, opsapi.ExecRequest{
 		Command: args.Command,
 		Cwd:     t.env.cwd,
-		Env:     t.env.opts.Env,
+		Env:     t.env.opts.commandEnv(),
 		Timeout: timeout,
 		Output:  stream,
 	})

@@ -62,6 +62,9 @@ type Options struct {
 	// Env is passed to every bash command (KEY=VALUE); the host's own
 	// environment is never forwarded.
 	Env []string
+	// EnvFunc, when set, is asked at each bash command for pairs that
+	// come before Env's (a workspace's environment, which may change).
+	EnvFunc func() []string
 	// OutputDir, when set, keeps bash's full output of a truncated command
 	// inside the workspace, in that directory (relative to the root), where
 	// ls, find, grep and bash see it too. Empty (the default) keeps it out
@@ -75,4 +78,12 @@ type Options struct {
 	// MaxSpillBytes bounds those files, all together; zero is
 	// DefaultMaxSpillBytes.
 	MaxSpillBytes int64
+}
+
+// commandEnv is a bash command's environment: EnvFunc's pairs, then Env.
+func (o Options) commandEnv() []string {
+	if o.EnvFunc == nil {
+		return o.Env
+	}
+	return append(o.EnvFunc(), o.Env...)
 }

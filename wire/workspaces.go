@@ -11,6 +11,29 @@ type CreateRequest struct {
 	Backend string `json:"backend,omitempty"`
 	// Options are the backend's own creation options; nil means defaults.
 	Options json.RawMessage `json:"options,omitempty"`
+	// Env is the workspace's environment: every command sees it.
+	Env []EnvVar `json:"env,omitempty"`
+}
+
+// EnvVar is a variable of a workspace's environment (in a create request
+// and PUT /env). A secret's value is redacted from every output.
+type EnvVar struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Secret bool   `json:"secret,omitempty"`
+}
+
+// EnvRequest is the body of PUT /v1/workspaces/{id}/env: the workspace's
+// whole new environment.
+type EnvRequest struct {
+	Env []EnvVar `json:"env"`
+}
+
+// EnvName is a variable of a workspace's environment as the broker shows
+// it: values are never answered.
+type EnvName struct {
+	Name   string `json:"name"`
+	Secret bool   `json:"secret,omitempty"`
 }
 
 // WorkspaceInfo describes a workspace: the answer to POST /v1/workspaces
@@ -35,6 +58,8 @@ type WorkspaceInfo struct {
 	// Disk is the workspace's own filesystem, whose size the kernel
 	// holds; absent for a workspace without one (see docs/tenancy.md).
 	Disk *Disk `json:"disk,omitempty"`
+	// Env names the variables of the workspace's environment.
+	Env []EnvName `json:"env,omitempty"`
 }
 
 // Disk is a workspace's own filesystem (opsapi.Disk).

@@ -40,7 +40,7 @@ func (s *Service) Archive(ctx context.Context, w *Workspace, dir string, out io.
 	if !okLs || !okRd {
 		return tarball.Report{}, unsupported(w, "archive")
 	}
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
 	src := tarball.Source{ReadDir: ls.ReadDir, Open: rd.Open, Exact: red.Empty()}
 	if !src.Exact {
 		src.Open = func(ctx context.Context, p string) (io.ReadCloser, error) {

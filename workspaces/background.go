@@ -27,8 +27,9 @@ type BackgroundRequest struct {
 // output is redacted into a bounded log, and it runs until it ends, is
 // removed, or the workspace is deleted or the broker shuts down.
 func (s *Service) StartProcess(ctx context.Context, w *Workspace, req BackgroundRequest) (background.Info, error) {
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
 	command := audit.Truncate(red.String(req.Request.Command), audit.MaxCommand)
+	req.Request.Env = w.commandEnv(req.Request.Env)
 	envNames := policy.EnvNames(req.Request.Env)
 	notesFrom(ctx).Args(req.Request.Cwd, command, envNames)
 	ctx, _, err := s.admit(ctx, w, policy.Call{Op: "exec", Command: req.Request.Command, HasCommand: true,

@@ -30,7 +30,7 @@ const hostNetwork = "host"
 // ErrInvalid; a backend, image or network the tenant may not use, or a
 // full workspace quota, is ErrDenied (and a denial in the caller's
 // Notes); a shutting-down service ErrUnavailable.
-func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, options json.RawMessage) (Info, error) {
+func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, options json.RawMessage, env []EnvVar) (Info, error) {
 	if backend == "" {
 		backend = s.cfg.DefaultBackend
 	}
@@ -44,6 +44,10 @@ func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, 
 	options, err := s.admitCreate(t, backend, b, options)
 	if err != nil {
 		notesFrom(ctx).Deny("tenant", err.Error())
+		return Info{}, err
+	}
+	if err := s.admitEnv(s.policyOf(t.Name), env); err != nil {
+		notesFrom(ctx).Deny("env", err.Error())
 		return Info{}, err
 	}
 	release, err := s.reserveWorkspace(t)
@@ -70,8 +74,14 @@ func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, 
 	}
 	// An owner that is not on disk could be lost at the next restart, and
 	// the workspace handed to whoever adopts it then: no record, no
-	// workspace.
-	if err := s.owners.set(id, t.Name); err != nil {
+	// workspace. Its environment likewise.
+	err = s.owners.set(id, t.Name, false)
+	if err == nil && len(env) > 0 {
+		if err = s.envs.set(id, env, false); err != nil {
+			_ = s.owners.set(id, "", true)
+		}
+	}
+	if err != nil {
 		s.logger.Error("recording the workspace's owner failed; removing the workspace", "workspace", id,
 			"tenant", t.Name, "err", err)
 		if d, ok := opsapi.As[opsapi.Destroyer](ws); ok {
@@ -79,7 +89,7 @@ func (s *Service) Create(ctx context.Context, t *tenant.Tenant, backend string, 
 				s.logger.Error("removing a workspace whose owner was not recorded", "workspace", id, "err", derr)
 			}
 		}
-		return Info{}, opsapi.E("create", "", opsapi.ErrUnavailable, fmt.Errorf("recording the owner of workspace %s: %w", id, err))
+		return Info{}, opsapi.E("create", "", opsapi.ErrUnavailable, fmt.Errorf("recording the owner and environment of workspace %s: %w", id, err))
 	}
 	w := s.add(id, backend, t.Name, ws, time.Now())
 	notesFrom(ctx).Workspace(id)
@@ -105,8 +115,11 @@ func (s *Service) Delete(ctx context.Context, w *Workspace) error {
 			return fmt.Errorf("destroying workspace %s: %w", w.id, err)
 		}
 	}
-	if err := s.owners.set(w.id, ""); err != nil {
+	if err := s.owners.set(w.id, "", true); err != nil {
 		s.logger.Warn("forgetting the workspace's owner failed", "workspace", w.id, "err", err)
+	}
+	if err := s.envs.set(w.id, nil, true); err != nil {
+		s.logger.Warn("forgetting the workspace's environment failed", "workspace", w.id, "err", err)
 	}
 	if err := w.toolbox.Close(); err != nil {
 		s.logger.Warn("removing full-output files failed", "workspace", w.id, "err", err)

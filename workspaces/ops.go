@@ -39,7 +39,7 @@ func (s *Service) Open(ctx context.Context, w *Workspace, p string) (rc io.ReadC
 	if err != nil {
 		return nil, false, err
 	}
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
 	if red.Empty() {
 		return rc, false, nil
 	}
@@ -193,7 +193,7 @@ func (s *Service) Search(ctx context.Context, w *Workspace, req opsapi.SearchReq
 	if out.Lines == nil {
 		out.Lines = []opsapi.SearchLine{}
 	}
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
 	for i := range out.Lines {
 		out.Lines[i].Text = red.String(out.Lines[i].Text)
 	}
@@ -204,7 +204,8 @@ func (s *Service) Search(ctx context.Context, w *Workspace, req opsapi.SearchReq
 // is a running command: Delete and Shutdown cancel it. The Notes in ctx
 // hear the cwd, the redacted command, the env names and the exit code.
 func (s *Service) Exec(ctx context.Context, w *Workspace, req opsapi.ExecRequest) (opsapi.ExecResult, error) {
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
+	req.Env = w.commandEnv(req.Env)
 	envNames := policy.EnvNames(req.Env)
 	notesFrom(ctx).Args(req.Cwd, audit.Truncate(red.String(req.Command), audit.MaxCommand), envNames)
 	ctx, _, err := s.admit(ctx, w, policy.Call{Op: "exec", Command: req.Command, HasCommand: true, Timeout: req.Timeout, Env: envNames})

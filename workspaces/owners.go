@@ -10,16 +10,23 @@ import (
 	"sync"
 )
 
-// ownerStore remembers which tenant owns each workspace, in a JSON file
-// when one is configured, so that ownership survives a restart.
-type ownerStore struct {
+// fileMap is a map from workspace id to V kept in a JSON file when one
+// is configured, so that it survives a restart: which tenant owns each
+// workspace (ownerStore), each workspace's environment (envStore).
+type fileMap[V any] struct {
 	mu   sync.Mutex
 	path string
-	m    map[string]string
+	what string // for errors: "owners file"
+	m    map[string]V
 }
 
-func loadOwners(path string) (*ownerStore, error) {
-	o := &ownerStore{path: path, m: map[string]string{}}
+// ownerStore remembers which tenant owns each workspace.
+type ownerStore = fileMap[string]
+
+func loadOwners(path string) (*ownerStore, error) { return loadFileMap[string](path, "owners file") }
+
+func loadFileMap[V any](path, what string) (*fileMap[V], error) {
+	o := &fileMap[V]{path: path, what: what, m: map[string]V{}}
 	if path == "" {
 		return o, nil
 	}
@@ -28,32 +35,32 @@ func loadOwners(path string) (*ownerStore, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return o, nil
 	case err != nil:
-		return nil, fmt.Errorf("broker: owners file: %w", err)
+		return nil, fmt.Errorf("broker: %s: %w", what, err)
 	}
 	if err := json.Unmarshal(b, &o.m); err != nil {
-		return nil, fmt.Errorf("broker: owners file %s: %w", path, err)
+		return nil, fmt.Errorf("broker: %s %s: %w", what, path, err)
 	}
 	return o, nil
 }
 
-func (o *ownerStore) get(id string) (string, bool) {
+func (o *fileMap[V]) get(id string) (V, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t, ok := o.m[id]
 	return t, ok
 }
 
-// set records (or with tenant "" forgets) an owner and saves the file
+// set records id's value (or with forget, forgets it) and saves the file
 // durably (written, synced, renamed over the old one). When the file
 // cannot be saved, the record is as it was before the call.
-func (o *ownerStore) set(id, tenantName string) error {
+func (o *fileMap[V]) set(id string, v V, forget bool) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old, had := o.m[id]
-	if tenantName == "" {
+	if forget {
 		delete(o.m, id)
 	} else {
-		o.m[id] = tenantName
+		o.m[id] = v
 	}
 	if o.path == "" {
 		return nil
@@ -64,14 +71,14 @@ func (o *ownerStore) set(id, tenantName string) error {
 		} else {
 			delete(o.m, id)
 		}
-		return fmt.Errorf("owners file: %w", err)
+		return fmt.Errorf("%s: %w", o.what, err)
 	}
 	return nil
 }
 
 // save writes the map to a temporary file, syncs it and renames it over
 // the file: a crash leaves the old file or the new one, never a torn one.
-func (o *ownerStore) save() error {
+func (o *fileMap[V]) save() error {
 	b, _ := json.MarshalIndent(o.m, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
 		return err

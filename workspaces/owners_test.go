@@ -133,7 +133,7 @@ func TestCreateFailsWhenTheOwnerCannotBeRecorded(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
 	alice := reg.Lookup("alice")
-	kept, err := svc.Create(t.Context(), alice, "", nil)
+	kept, err := svc.Create(t.Context(), alice, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestCreateFailsWhenTheOwnerCannotBeRecorded(t *testing.T) {
 		return es
 	}
 	before := len(entries())
-	info, err := svc.Create(t.Context(), alice, "", nil)
+	info, err := svc.Create(t.Context(), alice, "", nil, nil)
 	if !errors.Is(err, opsapi.ErrUnavailable) {
 		t.Fatalf("Create with an unwritable owners file: %+v, %v; want ErrUnavailable", info, err)
 	}

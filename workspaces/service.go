@@ -56,6 +56,10 @@ type Config struct {
 	ProcessDir string
 	// Processes bounds each workspace's background processes.
 	Processes background.Limits
+	// EnvFile keeps each workspace's environment (SetEnv) across
+	// restarts, secrets included, with mode 0600; empty keeps it in
+	// memory only.
+	EnvFile string
 }
 
 // Service owns the workspaces of a set of backends and runs every call
@@ -67,6 +71,7 @@ type Service struct {
 	reg      atomic.Pointer[tenant.Registry]
 	limits   sync.Map // tenant name -> *tenantLimits
 	owners   *ownerStore
+	envs     *fileMap[[]EnvVar]
 	disk     diskCache
 	obs      Observer
 
@@ -92,6 +97,7 @@ type Workspace struct {
 	guard     *policy.Guard    // the same, behind the tenant's policy: call through it
 	toolbox   *tools.Toolbox
 	procs     *background.Table
+	env       atomic.Pointer[[]EnvVar] // see SetEnv
 	createdAt time.Time
 }
 
@@ -113,6 +119,8 @@ type Info struct {
 	// Disk is the workspace's own filesystem (opsapi.DiskLimiter); nil
 	// when it has none.
 	Disk *opsapi.Disk
+	// Env is the workspace's environment with the values left out.
+	Env []EnvVar
 }
 
 // ID is the workspace's id.
@@ -127,6 +135,9 @@ func (w *Workspace) Tenant() string { return w.tenant }
 // Info describes the workspace; CreatedAt is in UTC.
 func (w *Workspace) Info() Info {
 	i := Info{ID: w.id, Backend: w.backend, Root: w.ws.Root(), CreatedAt: w.createdAt.UTC(), Gone: w.gone()}
+	for _, v := range w.Env() {
+		i.Env = append(i.Env, EnvVar{Name: v.Name, Secret: v.Secret})
+	}
 	if c, ok := opsapi.As[opsapi.ConfinementReporter](w.ws); ok {
 		conf := c.Confinement()
 		i.Confinement = &conf
@@ -194,6 +205,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	s.owners = owners
+	if s.envs, err = loadFileMap[[]EnvVar](cfg.EnvFile, "environment file"); err != nil {
+		return nil, err
+	}
 	for name := range cfg.Backends {
 		s.obs.WorkspacesChanged(name, 0)
 	}
@@ -299,10 +313,14 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 		guard:     guard,
 		createdAt: created,
 		procs:     background.NewTable(filepath.Join(s.cfg.ProcessDir, id), s.cfg.Processes),
-		toolbox: tools.New(guard, tools.Options{
-			Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
-			SpillBase: s.cfg.SpillDir,
-		}),
+	}
+	w.toolbox = tools.New(guard, tools.Options{
+		Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
+		SpillBase: s.cfg.SpillDir,
+		EnvFunc:   func() []string { return w.commandEnv(nil) },
+	})
+	if vars, ok := s.envs.get(id); ok {
+		w.setEnv(vars)
 	}
 	s.mu.Lock()
 	s.workspaces[id] = w

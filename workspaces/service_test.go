@@ -114,7 +114,7 @@ func TestServiceWithoutHTTP(t *testing.T) {
 	alice, bob := svc.Tenants().Lookup("alice"), svc.Tenants().Lookup("bob")
 	n := &notes{}
 	ctx := workspaces.WithRequest(t.Context(), workspaces.Request{ID: "r1", Notes: n})
-	info, err := svc.Create(ctx, alice, "", nil)
+	info, err := svc.Create(ctx, alice, "", nil, nil)
 	if err != nil || info.Backend != "local" || n.ws != info.ID {
 		t.Fatalf("Create: %+v %v (notes %+v)", info, err, n)
 	}
@@ -171,7 +171,7 @@ func TestFullOutputOutsideTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := workspaces.WithRequest(t.Context(), workspaces.Request{ID: "r1", Notes: &notes{}})
-	info, err := svc.Create(ctx, svc.Tenants().Lookup("alice"), "", nil)
+	info, err := svc.Create(ctx, svc.Tenants().Lookup("alice"), "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

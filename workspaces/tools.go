@@ -38,7 +38,7 @@ func (s *Service) RefuseTool(ctx context.Context, w *Workspace, seq int, name st
 func (s *Service) runTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage,
 	onUpdate tools.UpdateFunc, refused *LimitError) tools.Result {
 	start := time.Now()
-	red := s.policyOf(w.tenant).Redactor()
+	red := s.redactorOf(w)
 	req := requestFrom(ctx)
 	parent := req.AuditID
 	if parent == "" {
