@@ -30,6 +30,15 @@ export interface WorkspaceInfo {
 	transport?: Transport;
 	/** The workspace's own filesystem, whose size the kernel holds; absent for a workspace without one. */
 	disk?: Disk;
+	/** The names of the workspace's environment variables (values are never answered). */
+	env?: EnvName[];
+}
+
+/** A variable of a workspace's environment as the broker shows it (wire.EnvName). */
+export interface EnvName {
+	name: string;
+	/** Its value is redacted from every output. */
+	secret?: boolean;
 }
 
 /** A workspace's own filesystem (wire.Disk). */
