@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type Info struct {
 	Stdin bool
 	// Output is what its log holds.
 	Output Span
+	// Usage is what a running process's tree uses now, where its backend
+	// can measure it; nil otherwise.
+	Usage *opsapi.Usage
 }
 
 // Process is one background process.
@@ -64,6 +68,9 @@ type Process struct {
 	signals chan syscall.Signal
 	cancel  context.CancelCauseFunc
 	done    chan struct{} // closed when it has ended
+
+	// measure is the backend's measure of the running tree (Started).
+	measure atomic.Pointer[func() opsapi.Usage]
 
 	mu     sync.Mutex
 	ended  time.Time
@@ -88,7 +95,9 @@ func (p *Process) run(ctx context.Context, run RunFunc) {
 	if p.stdin != nil {
 		req.Stdin = p.stdin
 	}
+	req.Started = func(m func() opsapi.Usage) { p.measure.Store(&m) }
 	res, err := run(ctx, req)
+	p.measure.Store(nil) // it may not be called once the command has returned
 	if p.stdin != nil {
 		p.stdin.stop() // unblocks a Read the backend left
 	}
@@ -117,9 +126,14 @@ func (p *Process) Info() Info {
 		Stdin:     p.stdin != nil && !p.stdin.isClosed(),
 		Output:    sp,
 	}
+	if m := p.measure.Load(); m != nil {
+		u := (*m)()
+		i.Usage = &u
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.ended.IsZero() {
+		i.Usage = nil
 		i.EndedAt = p.ended.UTC()
 		i.Stdin = false
 		if p.err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/wire"
 )
 
@@ -146,4 +147,26 @@ func TestExecStdinBrokenOffKillsTheCommand(t *testing.T) {
 func readHostOr(ws wire.WorkspaceInfo, rel string) string {
 	b, _ := os.ReadFile(hostPath(ws, rel))
 	return string(b)
+}
+
+// TestBackgroundProcessUsage: a running process on a backend that can
+// measure it (local with cgroups) reports its tree's CPU and memory; an
+// ended one reports none.
+func TestBackgroundProcessUsage(t *testing.T) {
+	testutil.RequireRoot(t) // cgroups
+	e := newEnv(t, nil)
+	ws := e.workspace()
+	base := "/v1/workspaces/" + ws.ID + "/processes"
+	var p wire.BackgroundProcess
+	// The spinning child is what uses the CPU: the tree is measured.
+	e.must(http.StatusCreated, "POST", base, map[string]any{"command": "sh -c 'while :; do :; done' & wait"}, &p)
+	waitUntil(t, "CPU time to show", func() bool {
+		e.must(http.StatusOK, "GET", base+"/"+p.ID, nil, &p)
+		return p.Usage != nil && p.Usage.CPUNs >= int64(200*time.Millisecond) && p.Usage.MemoryBytes > 0
+	})
+	var ended wire.BackgroundProcess
+	e.must(http.StatusOK, "DELETE", base+"/"+p.ID, nil, &ended)
+	if ended.State != wire.ProcessExited || ended.Usage != nil {
+		t.Fatalf("an ended process reports %s, usage %+v", ended.State, ended.Usage)
+	}
 }

@@ -91,6 +91,7 @@ var wireSchemas = map[string]wireSchema{
 	"LogLine":             {types: []any{wire.LogLine{}}},
 	"SignalRequest":       {types: []any{wire.SignalRequest{}}, request: true},
 	"StdinResult":         {types: []any{wire.StdinResult{}}},
+	"ProcessUsage":        {types: []any{wire.ProcessUsage{}}},
 	"EnvVar":              {types: []any{wire.EnvVar{}}, request: true},
 	"EnvName":             {types: []any{wire.EnvName{}}},
 	"EnvRequest":          {types: []any{wire.EnvRequest{}}, request: true},

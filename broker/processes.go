@@ -225,6 +225,9 @@ func backgroundProcess(i background.Info) wire.BackgroundProcess {
 	if !i.EndedAt.IsZero() {
 		p.EndedAt = &i.EndedAt
 	}
+	if u := i.Usage; u != nil {
+		p.Usage = &wire.ProcessUsage{CPUNs: u.CPU.Nanoseconds(), MemoryBytes: u.MemoryBytes}
+	}
 	return p
 }
 

@@ -429,6 +429,22 @@ func (g *Group) MemoryLimit() int64 {
 	return 0
 }
 
+// MemoryUsage is the memory g's processes use now (v2 memory.current,
+// v1 memory.usage_in_bytes), page cache included; 0 where there is no
+// memory controller.
+func (g *Group) MemoryUsage() int64 {
+	file := filepath.Join(g.c.v1Mount, "memory", g.rel, "memory.usage_in_bytes")
+	if g.c.mode == V2 {
+		file = filepath.Join(g.c.v2Mount, g.rel, "memory.current")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
 // Prepare arranges for cmd to start inside g before it can run anything,
 // so no descendant is ever outside. On v2 the child is cloned straight
 // into the group (CLONE_INTO_CGROUP, Linux 5.7+); on v1, which has no such

@@ -42,10 +42,15 @@ func (c *CLI) ps(ctx context.Context, args []string) error {
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tTAG\tSTARTED\tOUTPUT\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tSTATE\tTAG\tSTARTED\tCPU\tMEM\tOUTPUT\tCOMMAND")
 	for _, p := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", p.ID, stateOf(p), p.Tag,
-			p.StartedAt.Local().Format(time.DateTime), p.Output.Written, oneLine(p.Command, 60))
+		cpu, mem := "-", "-"
+		if u := p.Usage; u != nil {
+			cpu = time.Duration(u.CPUNs).Round(10 * time.Millisecond).String()
+			mem = fmt.Sprintf("%.1fM", float64(u.MemoryBytes)/(1<<20))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.ID, stateOf(p), p.Tag,
+			p.StartedAt.Local().Format(time.DateTime), cpu, mem, p.Output.Written, oneLine(p.Command, 60))
 	}
 	return tw.Flush()
 }

@@ -325,3 +325,34 @@ func Cmdline(pid int) string {
 	}
 	return string(bytes.TrimRight(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), " "))
 }
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// CPUTime is the CPU time pids have used, user and system, their
+// waited-for children's included (utime, stime, cutime, cstime of
+// /proc/<pid>/stat). Processes that are gone count nothing.
+func CPUTime(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		// After comm: state is field 3; utime..cstime are fields 14 to 17.
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 15 {
+			continue
+		}
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(string(v), 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}

@@ -113,6 +113,22 @@ type ExecRequest struct {
 	// Exec stops receiving when it returns; a signal it cannot deliver is
 	// dropped, not an error.
 	Signals <-chan syscall.Signal
+	// Started, when set, is called once the command runs, with a
+	// function that measures what its whole tree uses at the moment,
+	// where the backend can (it is not called otherwise). It must not
+	// block; the function may be called from any goroutine until Exec
+	// returns.
+	Started func(measure func() Usage)
+}
+
+// Usage is what a running command's tree uses.
+type Usage struct {
+	// CPU is the processor time of its live processes, their reaped
+	// children's included.
+	CPU time.Duration
+	// MemoryBytes is the memory it holds (page cache included), 0 when
+	// unknown.
+	MemoryBytes int64
 }
 
 // ExecResult says how a command ended.

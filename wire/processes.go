@@ -35,6 +35,18 @@ type BackgroundProcess struct {
 	Stdin bool `json:"stdin"`
 	// Output is what its log holds: bytes [First, Written) of its output.
 	Output LogSpan `json:"output"`
+	// Usage is what a running process's tree uses now, where the backend
+	// can measure it (local with cgroups); absent otherwise.
+	Usage *ProcessUsage `json:"usage,omitempty"`
+}
+
+// ProcessUsage is what a running process's tree uses.
+type ProcessUsage struct {
+	// CPUNs is the processor time of its live processes (their reaped
+	// children's included), in nanoseconds.
+	CPUNs int64 `json:"cpuNs"`
+	// MemoryBytes is the memory its cgroup holds, page cache included.
+	MemoryBytes int64 `json:"memoryBytes"`
 }
 
 // States of a BackgroundProcess.

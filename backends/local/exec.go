@@ -102,6 +102,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	stdin.feed(req.Stdin)
 
 	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg, exit: exit}
+	if req.Started != nil && cg != nil {
+		req.Started(c.usage)
+	}
 	res := c.run(ctx, r)
 	if cg != nil {
 		res.OOMKilled = cg.OOMKills() > 0
@@ -471,6 +474,12 @@ func (c *call) signal(sig syscall.Signal, shell shellWatch) {
 		seen[p] = true
 		_ = syscall.Kill(p, sig)
 	}
+}
+
+// usage measures the command's tree: its cgroup's processes and memory.
+func (c *call) usage() opsapi.Usage {
+	pids, _ := c.cg.Procs()
+	return opsapi.Usage{CPU: killtree.CPUTime(pids), MemoryBytes: c.cg.MemoryUsage()}
 }
 
 // exitStatus reads the exit code and signal from Wait's outcome.
