@@ -35,20 +35,20 @@ func TestWorkspaceEnvReachesEveryCommandAndSecretsAreRedacted(t *testing.T) {
 	if string(out) != "plain value|[REDACTED:TOKEN]|request's\n" || last.ExitCode != 0 {
 		t.Fatalf("exec output %q", out)
 	}
-	_, body := e.do("POST", "/v1/workspaces/"+ws.ID+"/tools/bash", map[string]any{"command": `echo "$PLAIN $TOKEN"`})
+	body := e.must(http.StatusOK, "POST", "/v1/workspaces/"+ws.ID+"/tools/bash", map[string]any{"command": `echo "$PLAIN $TOKEN"`}, nil)
 	if !strings.Contains(string(body), "plain value [REDACTED:TOKEN]") {
 		t.Fatalf("bash tool result %s", body)
 	}
 	var p wire.BackgroundProcess
 	e.must(http.StatusCreated, "POST", "/v1/workspaces/"+ws.ID+"/processes", map[string]any{"command": `echo "$TOKEN"`}, &p)
 	e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/processes/"+p.ID+"/wait?timeout=30", nil, &p)
-	_, logs := e.do("GET", "/v1/workspaces/"+ws.ID+"/processes/"+p.ID+"/logs", nil)
+	logs := e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID+"/processes/"+p.ID+"/logs", nil, nil)
 	var line wire.LogLine
 	_ = json.Unmarshal([]byte(strings.SplitN(string(logs), "\n", 2)[0]), &line)
 	if string(line.Data) != "[REDACTED:TOKEN]\n" {
 		t.Fatalf("background log %s", logs)
 	}
-	_, info := e.do("GET", "/v1/workspaces/"+ws.ID, nil)
+	info := e.must(http.StatusOK, "GET", "/v1/workspaces/"+ws.ID, nil, nil)
 	for what, text := range map[string]string{"the workspace's info": string(info), "the broker's log": e.logs.String()} {
 		if strings.Contains(text, secretValue) || strings.Contains(text, "plain value") {
 			t.Fatalf("%s holds a value: %s", what, text)
