@@ -119,6 +119,25 @@ type ExecRequest struct {
 	// block; the function may be called from any goroutine until Exec
 	// returns.
 	Started func(measure func() Usage)
+	// TTY, when set, runs the command on a pseudo-terminal of this size
+	// instead of pipes, as a person's shell would: the command leads a
+	// session of its own with the terminal as its controlling terminal,
+	// what Stdin yields is typed at the terminal (a Ctrl-C, byte 0x03,
+	// makes the terminal signal its foreground process group), and
+	// Output receives what the terminal displays (stdout and stderr
+	// alike, newlines as "\r\n" unless the program changes the mode).
+	// The kill, the limits and the 100 ms drain are as without it. A
+	// transport without terminals returns ErrUnavailable.
+	TTY *TTYSize
+	// Resize, with TTY, carries the terminal's new sizes while the
+	// command runs (the foreground process group gets SIGWINCH). Exec
+	// stops receiving when it returns.
+	Resize <-chan TTYSize
+}
+
+// TTYSize is a terminal's size in character cells.
+type TTYSize struct {
+	Rows, Cols uint16
 }
 
 // Usage is what a running command's tree uses.
