@@ -28,6 +28,10 @@ type Options struct {
 	// cannot carry ExecRequest.Stdin or Signals: the cases that need them
 	// skip with that reason.
 	NoStdin, NoSignals string
+	// NoTTY, when set, says why the workspace's transport cannot run a
+	// command on a terminal (ExecRequest.TTY, Resize): the tty cases skip
+	// with that reason.
+	NoTTY string
 }
 
 // Run runs every case of the suite against the backend o.New builds.
@@ -41,6 +45,7 @@ func Run(t *testing.T, o Options) {
 		t.Run("search", s.search)
 		t.Run("exec", s.exec)
 		t.Run("stdio", s.stdio)
+		t.Run("tty", s.tty)
 		t.Run("tree", s.tree)
 	})
 	t.Run("confine", s.confine)

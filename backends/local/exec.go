@@ -42,6 +42,13 @@ const (
 // WSBROKER_CALL (random per call) and WSBROKER_WORKSPACE, by which
 // processes that left the group are still found and killed.
 //
+// With req.TTY the command runs on a pseudo-terminal instead (see
+// terminal): it leads a session of its own (its group's id still its
+// pid), the slave is its stdin, stdout and stderr and its controlling
+// terminal, req.Stdin is typed at the master, whose output is pumped as
+// the pipe's would be (its EIO, once no one holds the slave, ends it),
+// and each size from req.Resize is applied while the call runs.
+//
 // When req.Timeout expires or ctx ends, the group and every process with
 // the call's marker get SIGTERM, KillGrace, SIGKILL; the result has
 // TimedOut or Canceled, Killed and 128+N for a signal death. After the
@@ -78,11 +85,12 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	defer unwrap()
-	stdin, err := newStdinPipe(cmd, req.Stdin)
+	term, stdin, err := newInput(cmd, req)
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
-	// Ends the copy at its next write, whatever req.Stdin does.
+	// Ends the copies at their next write, whatever req.Stdin does.
+	defer term.close()
 	defer stdin.close()
 	cg, done, err := w.commandGroup(cmd, callMarker)
 	if err != nil {
@@ -90,7 +98,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 	defer done()
 	exit := prepareExitWait(cmd)
-	r, begin, err := w.start(op, req.Cwd, cmd)
+	r, begin, err := w.start(op, req.Cwd, cmd, term)
 	if err != nil {
 		exit.close()
 		if cg != nil {
@@ -100,6 +108,8 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 	dir.Close()
 	stdin.feed(req.Stdin)
+	term.feed(req.Stdin)
+	defer term.follow(req.Resize)()
 
 	c := &call{w: w, cmd: cmd, req: req, marker: callMarker, begin: begin, cg: cg, exit: exit}
 	if req.Started != nil && cg != nil {
@@ -211,19 +221,20 @@ func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.
 }
 
 // start starts cmd with stdout and stderr on one pipe (so their
-// interleaving is kept) and tracks its process group, unless the
-// workspace is being destroyed. It returns the pipe's read end.
+// interleaving is kept), or on term when it has one, and tracks its
+// process group, unless the workspace is being destroyed. It returns the
+// output's read end: the pipe's, or the terminal's master.
 //
 // The fork runs under w.life shared, not under w.mu: on a loaded host a
 // fork waits tens of milliseconds for its child to exec, and every file
 // operation of the workspace takes w.mu.
-func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, error) {
-	r, pw, err := os.Pipe()
+func (w *Workspace) start(op, cwd string, cmd *exec.Cmd, term *terminal) (*os.File, time.Time, error) {
+	r, pw, err := outputPipe(cmd, term)
 	if err != nil {
 		return nil, time.Time{}, opsapi.E(op, cwd, nil, err)
 	}
+	// The command holds its own copy.
 	defer pw.Close()
-	cmd.Stdout, cmd.Stderr = pw, pw
 	w.givePipes(cmd)
 	begin := time.Now()
 	w.life.RLock()
@@ -245,11 +256,28 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd) (*os.File, time.Time, e
 	return r, begin, nil
 }
 
+// outputPipe gives cmd its output's write end: term's slave, or a new
+// pipe for stdout and stderr. It returns the read end and the broker's
+// copy of the write end, to close once cmd started.
+func outputPipe(cmd *exec.Cmd, term *terminal) (r, w *os.File, err error) {
+	if term != nil {
+		r, w = term.output()
+		return r, w, nil
+	}
+	if r, w, err = os.Pipe(); err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	return r, w, nil
+}
+
 // givePipes hands the command's pipes to the workspace's uid: a pipe
 // belongs to its maker with mode 0600, and reopening one by path
 // (/dev/stdin, /dev/stdout, /proc/self/fd/N, which `cat /dev/stdin` and
 // `tee /dev/stderr` do) is checked against that owner. The pipes are the
-// command's alone, so nothing else is opened up.
+// command's alone, so nothing else is opened up. So is a terminal's
+// slave (root's, 0620 otherwise), which `bash -i` opens again as
+// /dev/tty.
 func (w *Workspace) givePipes(cmd *exec.Cmd) {
 	if w.uid < 0 {
 		return
@@ -531,6 +559,17 @@ func (w *Workspace) killLeftovers(groups []int) (int, error) {
 // copy from any other reader, which Exec must not (Stdin may never end).
 // A nil *stdinPipe is stdin from /dev/null.
 type stdinPipe struct{ r, w *os.File }
+
+// newInput gives cmd its terminal when req.TTY asks for one (req.Stdin
+// is then typed at it), else a pipe for req.Stdin, when set.
+func newInput(cmd *exec.Cmd, req opsapi.ExecRequest) (*terminal, *stdinPipe, error) {
+	if req.TTY != nil {
+		term, err := newTerminal(cmd, req.TTY)
+		return term, nil, err
+	}
+	stdin, err := newStdinPipe(cmd, req.Stdin)
+	return nil, stdin, err
+}
 
 // newStdinPipe gives cmd a pipe for src, or nothing when src is nil.
 func newStdinPipe(cmd *exec.Cmd, src io.Reader) (*stdinPipe, error) {
