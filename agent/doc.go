@@ -14,9 +14,10 @@
 //     other's; both then speak the lower version. A peer below
 //     MinVersion is refused with a line saying why. This is the one
 //     place a future version negotiates. Version 2 added a command's
-//     stdin and signals; against a version-1 agent the client refuses a
-//     command that asks for either (ErrUnavailable) rather than let the
-//     agent ignore them, and runs the others as before.
+//     stdin and signals, version 3 its terminal; against an older agent
+//     the client refuses a command that asks for what that agent lacks
+//     (ErrUnavailable) rather than let the agent ignore it, and runs the
+//     others as before.
 //  2. Multiplexing: github.com/hashicorp/yamux, client on the broker's
 //     side. Yamux gives each call a stream of its own with per-stream
 //     flow control (a window of StreamWindow bytes), so a slow command's
@@ -26,8 +27,8 @@
 //     length and a JSON Request. Op "sftp" turns the stream into an SFTP
 //     v3 session (package sftpserver, with its one-trip extensions);
 //     op "exec" runs a command and answers with frames (WriteFrame);
-//     the client's frames on it kill the command, signal it and feed
-//     its stdin.
+//     the client's frames on it kill the command, signal it, feed its
+//     stdin and resize its terminal.
 //
 // SFTP is kept for files, not a typed protocol: pkg/sftp's client and
 // server are maintained, pipelined (many requests in flight, which is what
@@ -73,4 +74,23 @@
 // it, and tells the client to stop (StdinClosed). Stdin beyond the
 // window, after its end or for a command without one breaks the
 // protocol: the agent ends that stream, which kills its command.
+//
+// A terminal (ExecSpec.TTY, version 3) replaces the pipes: the agent
+// opens a pseudo-terminal of the size asked for and hands its slave to
+// the reaper as the command's stdin, stdout and stderr; the reaper
+// starts the command in a session of its own (setsid, not a new group)
+// with the slave as its controlling terminal, so a Ctrl-C typed at it
+// (byte 0x03) signals its foreground group as a person's terminal does.
+// The kill and signals still go to the reaper's whole subtree. Output is
+// what the master side reads, relayed as FrameOutput until every holder
+// of the slave has closed it (the master's EIO, then FrameEOF). Stdin,
+// with the same credit, is written to another descriptor of the master;
+// StdinEOF only stops the writing (a terminal has no end of input).
+// The client's Resize frame ("rows cols") sets the terminal's size, and
+// the kernel sends SIGWINCH to its foreground group; one that is
+// malformed, or for a command without a terminal, is dropped. As for
+// pipes, the exit's frame follows the output written before the exit:
+// woken by the exit, a terminal's relay reads on for up to 50 ms, the
+// kernel's hand-over from slave to master having no count to flush by,
+// and is normally done at the terminal's end well before.
 package agent

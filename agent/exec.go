@@ -27,6 +27,7 @@ type execStream struct {
 	r   *reaper    // runs the command as job id
 	id  uint64
 	in  *stdinFeed // the command's stdin, when asked for
+	tty *os.File   // the terminal's master, when the command has one
 
 	mu     sync.Mutex
 	exited bool // the command's status was sent
@@ -42,6 +43,7 @@ type relay struct {
 	f   *os.File
 	typ byte // FrameOutput or FrameStderr
 	eof bool // send FrameEOF at its end
+	tty bool // a terminal's master (see ttyExitWait)
 	// done: the pipe has ended; flushed: it was emptied after the exit.
 	// Guarded by the stream's mu.
 	done, flushed bool
@@ -68,7 +70,8 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		Env:     append(os.Environ(), spec.Env...),
 		Cwd:     spec.Cwd,
 		GraceMS: spec.GraceMS,
-		Stdin:   spec.Stdin,
+		Stdin:   p.inR != nil,
+		TTY:     p.tty,
 	}, p.childEnds()...)
 	p.closeChildEnds()
 	if err != nil {
@@ -77,8 +80,10 @@ func (s *Server) serveExec(st net.Conn, spec ExecSpec) {
 		return
 	}
 	e.r, e.id = r, id
-	e.relays = []*relay{{f: p.outR, typ: FrameOutput, eof: true}}
-	if spec.Stderr {
+	e.relays = []*relay{{f: p.outR, typ: FrameOutput, eof: true, tty: p.tty}}
+	if p.tty {
+		e.tty = p.outR
+	} else if spec.Stderr {
 		e.relays = append(e.relays, &relay{f: p.errR, typ: FrameStderr})
 	}
 	var relays sync.WaitGroup
@@ -148,6 +153,12 @@ func (e *execStream) clientFrame(typ byte, p []byte) error {
 			return errors.New("end of stdin for a command without one")
 		}
 		e.in.end()
+	case FrameResize:
+		// Dropped when malformed or without a terminal, as a bad signal
+		// is; one after the relay closed the master fails harmlessly.
+		if size, ok := parseResize(p); ok && e.tty != nil {
+			_ = setTTYSize(e.tty, size)
+		}
 	}
 	return nil
 }
@@ -170,14 +181,20 @@ func parseSignal(p []byte) (int, bool) {
 
 // execPipes are a command's pipes: the child's ends go to the reaper,
 // ours stay. inR and inW are nil without stdin; errR and errW are the
-// output pipe when stderr is not apart.
+// output pipe when stderr is not apart. On a terminal (tty) the slave is
+// outW, errW and inR, the master outR and errR, and inW, when stdin is
+// asked for, another descriptor of the master.
 type execPipes struct {
 	outR, outW, errR, errW, statR, statW, inR, inW *os.File
+	tty                                            bool
 }
 
 func newExecPipes(spec ExecSpec) (*execPipes, error) {
 	p := &execPipes{}
 	var err error
+	if spec.TTY != nil {
+		return newTTYPipes(spec)
+	}
 	pipe := func() (r, w *os.File) {
 		if err == nil {
 			r, w, err = os.Pipe()
@@ -192,6 +209,28 @@ func newExecPipes(spec ExecSpec) (*execPipes, error) {
 	}
 	if spec.Stdin {
 		p.inR, p.inW = pipe()
+	}
+	if err != nil {
+		p.closeChildEnds()
+		p.closeOurEnds()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newTTYPipes opens the terminal and the status pipe of a command on a
+// terminal.
+func newTTYPipes(spec ExecSpec) (*execPipes, error) {
+	master, slave, err := openTTY(*spec.TTY)
+	if err != nil {
+		return nil, err
+	}
+	p := &execPipes{tty: true, outR: master, errR: master, outW: slave, errW: slave, inR: slave}
+	if spec.Stdin {
+		p.inW, err = dupTTY(master)
+	}
+	if err == nil {
+		p.statR, p.statW, err = os.Pipe()
 	}
 	if err != nil {
 		p.closeChildEnds()
@@ -251,6 +290,7 @@ func (e *execStream) relayOutput(rl *relay) {
 	defer r.Close()
 	buf := make([]byte, 32<<10)
 	pending := execpump.PipePending(r)
+	waited := false // a terminal's relay has waited ttyExitWait
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -266,6 +306,11 @@ func (e *execStream) relayOutput(rl *relay) {
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// exitAfterOutput woke us: the command has exited.
+			if rl.tty && !waited {
+				waited = true
+				_ = r.SetReadDeadline(time.Now().Add(ttyExitWait))
+				continue
+			}
 			_ = r.SetReadDeadline(time.Time{})
 			if !e.flush(rl, buf, pending) {
 				continue // the client is gone; the next read drains
@@ -274,6 +319,7 @@ func (e *execStream) relayOutput(rl *relay) {
 			continue
 		}
 		if err != nil {
+			// A pipe's EOF, or a terminal's EIO: every holder closed it.
 			if rl.eof {
 				_ = e.frame(FrameEOF, nil)
 			}

@@ -16,19 +16,23 @@ import (
 
 // Version is the protocol version this build speaks; MinVersion the
 // oldest it accepts from a peer. Version 2 added a command's stdin and
-// signals (StdioVersion). A version-1 peer is still served: a version-2
-// agent never sends a version-1 client anything new (it sends
-// FrameStdinAck and FrameStdinClosed only for stdin that client never
-// sends), and a version-2 client refuses, before it asks, what a
-// version-1 agent would silently ignore.
+// signals (StdioVersion), version 3 its terminal (TTYVersion). Older
+// peers are still served: an agent never sends a client anything it did
+// not ask for (FrameStdinAck and FrameStdinClosed answer stdin only,
+// which an older client never sends), and a client refuses, before it
+// asks, what an older agent would silently ignore.
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
 // StdioVersion is the first version that carries a command's stdin
 // (ExecSpec.Stdin, FrameStdin, FrameStdinEOF) and signals (FrameSignal).
 const StdioVersion = 2
+
+// TTYVersion is the first version that runs a command on a terminal
+// (ExecSpec.TTY, FrameResize).
+const TTYVersion = 3
 
 // helloPrefix starts each side's hello line.
 const helloPrefix = "wsb-agent "
@@ -149,6 +153,18 @@ type ExecSpec struct {
 	// FrameStdin frames and closed by FrameStdinEOF; without it the
 	// command's stdin is /dev/null. Version 2.
 	Stdin bool `json:"stdin,omitempty"`
+	// TTY runs the command on a pseudo-terminal of this size: the
+	// terminal is its stdin, stdout and stderr and its controlling
+	// terminal, in a session of its own. Output comes as FrameOutput (no
+	// FrameStderr: Stderr is ignored), Stdin's bytes are typed at it and
+	// FrameResize changes its size. Version 3.
+	TTY *TTYSize `json:"tty,omitempty"`
+}
+
+// TTYSize is a terminal's size in character cells.
+type TTYSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // argv is what the reaper starts.
@@ -197,7 +213,7 @@ func ReadRequest(r io.Reader) (Request, error) {
 
 // Frame types of an exec stream. From the agent: output, exit, error,
 // killed, end of output and stdin's credit; from the client: kill,
-// signal and stdin (version 2).
+// signal and stdin (version 2) and a terminal's size (version 3).
 //
 // Stdin is flow-controlled by credit, so that a command that does not
 // read it cannot hold up the stream: the client keeps at most
@@ -208,6 +224,13 @@ func ReadRequest(r io.Reader) (Request, error) {
 // them, never waits on the command. A client that sends stdin over its
 // window, after its FrameStdinEOF, or without ExecSpec.Stdin breaks the
 // protocol: the agent ends the stream, which kills the command.
+//
+// On a terminal (ExecSpec.TTY) the output is what the terminal displays,
+// relayed from its master side until every holder of the terminal has
+// closed it (then FrameEOF); stdin is typed at it, with the same credit,
+// and FrameStdinEOF only stops the typing (a terminal has no end of
+// input). FrameResize sets its size; one that is malformed, or for a
+// command without a terminal, is dropped and the stream goes on.
 const (
 	FrameOutput      = 'o' // command output bytes
 	FrameStderr      = 's' // stderr bytes, when asked for apart
@@ -221,6 +244,7 @@ const (
 	FrameSignal      = 'S' // client: send this signal (1 to 64, decimal) to the whole tree
 	FrameStdin       = 'I' // client: bytes for the command's stdin
 	FrameStdinEOF    = 'Z' // client: close the command's stdin
+	FrameResize      = 'R' // client: the terminal's new size, "rows cols" in decimal (version 3)
 )
 
 // StdinWindow is how many stdin bytes the client may have sent and not

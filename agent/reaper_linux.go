@@ -140,11 +140,19 @@ func runJob(j ctlJob, msgs <-chan ctlItem, gone <-chan struct{}) {
 		j.say("start: %v", err)
 		return
 	}
+	// A group of its own, so that the command's group is never the
+	// reaper's; on a terminal, a session of its own (whose leader cannot
+	// also setpgid) with the terminal, its stdin, as controlling terminal:
+	// the terminal's Ctrl-C and SIGWINCH go to its foreground group.
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if j.TTY {
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	proc, err := os.StartProcess(prog, j.Argv, &os.ProcAttr{
 		Dir:   j.Cwd,
 		Env:   os.Environ(),
 		Files: []*os.File{stdin, j.out, j.errw},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sys,
 	})
 	if err != nil {
 		j.say("start: %v", err)

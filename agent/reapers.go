@@ -23,7 +23,8 @@ import (
 // The agent talks to a reaper over a control socket at the reaper's fd 3:
 // messages of a 4-byte length and a JSON ctlMsg; a job carries the
 // command's stdout, stderr and status pipes as SCM_RIGHTS, and its stdin
-// pipe fourth when the job has one (reapJob.Stdin). The reaper takes the
+// pipe fourth when the job has one (reapJob.Stdin). A job on a terminal
+// (reapJob.TTY) has its slave as stdout, stderr and stdin. The reaper takes the
 // messages in the order sent, so a kill or signal sent right after a job
 // reaches that job. It answers on the status pipe (relayStatus), ending
 // with "idle" when it can take another job.
@@ -57,6 +58,9 @@ type reapJob struct {
 	// Stdin says a fourth descriptor, the command's stdin, comes with
 	// the job; without it the command's stdin is the reaper's, /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// TTY says stdin is a terminal's slave, which the command gets as
+	// its controlling terminal in a session of its own.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // maxCtlMsg bounds a control message in the reaper: a command larger

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -212,6 +213,13 @@ func TestOldAgentRefusesStdio(t *testing.T) {
 // rewrites the agent's hello to version 1.
 func serveAsVersion1(t *testing.T) *agentclient.Client {
 	t.Helper()
+	return serveAsVersion(t, 1)
+}
+
+// serveAsVersion connects a client to an agent through a relay that
+// rewrites the agent's hello to the given version.
+func serveAsVersion(t *testing.T, version int) *agentclient.Client {
+	t.Helper()
 	clientEnd, relayIn := net.Pipe()
 	relayOut, agentEnd := net.Pipe()
 	s := &agent.Server{Self: binary}
@@ -225,7 +233,7 @@ func serveAsVersion1(t *testing.T) *agentclient.Client {
 				return
 			}
 		}
-		_, _ = io.WriteString(relayIn, "wsb-agent 1\n")
+		_, _ = io.WriteString(relayIn, "wsb-agent "+strconv.Itoa(version)+"\n")
 		_, _ = io.Copy(relayIn, relayOut)
 	}()
 	t.Cleanup(func() {

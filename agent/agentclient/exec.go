@@ -39,10 +39,10 @@ var cwdErrors = map[string]error{
 
 // Exec runs req.Command in the absolute directory cwd with env (the
 // request's and the backend's KEY=VALUE pairs) as
-// opsapi.BashOperations.Exec describes, req.Stdin and req.Signals
-// included. A connection that fails before the command's end is
-// ErrUnavailable, as is an agent too old for Stdin or Signals; the agent
-// kills what it left.
+// opsapi.BashOperations.Exec describes, req.Stdin, req.Signals, req.TTY
+// and req.Resize included. A connection that fails before the command's
+// end is ErrUnavailable, as is an agent too old for Stdin, Signals or TTY;
+// the agent kills what it left.
 func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, env []string, cfg ExecConfig) (opsapi.ExecResult, error) {
 	begin := time.Now()
 	if err := checkPeer(c.Version, req); err != nil {
@@ -50,6 +50,9 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 	}
 	spec := agent.ExecSpec{Shell: cfg.Shell, Command: req.Command, Cwd: cwd, Env: env,
 		GraceMS: cfg.KillGrace.Milliseconds(), Stdin: req.Stdin != nil}
+	if req.TTY != nil {
+		spec.TTY = &agent.TTYSize{Rows: req.TTY.Rows, Cols: req.TTY.Cols}
+	}
 	x, err := c.start(ctx, spec, nil)
 	if err != nil {
 		return opsapi.ExecResult{}, err
@@ -64,7 +67,11 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 		forwarding.Add(1)
 		go func() { defer forwarding.Done(); x.forwardSignals(req.Signals) }()
 	}
-	// Exec receives no signal once it has returned.
+	if req.TTY != nil && req.Resize != nil {
+		forwarding.Add(1)
+		go func() { defer forwarding.Done(); x.forwardResizes(req.Resize) }()
+	}
+	// Exec receives no signal or size once it has returned.
 	defer forwarding.Wait()
 	res, err := execpump.Run(ctx, x.out, x.events, execpump.Config{
 		Output:    req.Output,
@@ -89,13 +96,18 @@ func (c *Client) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, e
 
 // checkPeer refuses what an agent of the given protocol version cannot
 // do: a version-1 agent would ignore stdin and signals, leaving a command
-// waiting on input that never comes or a signal that never arrives.
+// waiting on input that never comes or a signal that never arrives, and
+// an agent before version 3 would run a command for a terminal on pipes.
 func checkPeer(version int, req opsapi.ExecRequest) error {
-	if version >= agent.StdioVersion || req.Stdin == nil && req.Signals == nil {
-		return nil
+	if version < agent.StdioVersion && (req.Stdin != nil || req.Signals != nil) {
+		return fmt.Errorf("%w: the in-box agent is too old for a command's stdin or signals (it speaks protocol version %d; they need %d)",
+			opsapi.ErrUnavailable, version, agent.StdioVersion)
 	}
-	return fmt.Errorf("%w: the in-box agent is too old for a command's stdin or signals (it speaks protocol version %d; they need %d)",
-		opsapi.ErrUnavailable, version, agent.StdioVersion)
+	if version < agent.TTYVersion && req.TTY != nil {
+		return fmt.Errorf("%w: the in-box agent is too old for terminals (it speaks protocol version %d; they need %d)",
+			opsapi.ErrUnavailable, version, agent.TTYVersion)
+	}
+	return nil
 }
 
 // start opens an exec stream for spec; stderr, when spec.Stderr, receives

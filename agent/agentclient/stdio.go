@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // stdinChunk is how much of the caller's stdin one Read takes, and so
@@ -80,6 +81,26 @@ func (x *execCall) forwardSignals(sigs <-chan syscall.Signal) {
 				continue
 			}
 			if x.frame(agent.FrameSignal, strconv.AppendInt(nil, int64(sig), 10)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// forwardResizes sends each size from sizes as the terminal's new size
+// until the call is over.
+func (x *execCall) forwardResizes(sizes <-chan opsapi.TTYSize) {
+	for {
+		select {
+		case <-x.done:
+			return
+		case size, ok := <-sizes:
+			if !ok {
+				return
+			}
+			p := strconv.AppendUint(nil, uint64(size.Rows), 10)
+			p = strconv.AppendUint(append(p, ' '), uint64(size.Cols), 10)
+			if x.frame(agent.FrameResize, p) != nil {
 				return
 			}
 		}
