@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ func (res opsResource) Routes() chi.Router {
 		r.Post("/search", res.search)
 	})
 	r.Post("/exec", res.execRoute())
+	r.Get("/exec/tty", res.execTTY)
 	return r
 }
 
@@ -429,8 +431,10 @@ func (b *stdinBody) Read(p []byte) (int, error) {
 
 // execQuery reads an exec request from the query: each field at most
 // once, env any number of times.
-func execQuery(r *http.Request) (wire.ExecRequest, error) {
-	q := r.URL.Query()
+func execQuery(r *http.Request) (wire.ExecRequest, error) { return execQueryValues(r.URL.Query()) }
+
+// execQueryValues reads an exec request from query values.
+func execQueryValues(q url.Values) (wire.ExecRequest, error) {
 	for name, vals := range q {
 		switch {
 		case name != "command" && name != "cwd" && name != "env" && name != "timeout":

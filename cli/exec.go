@@ -35,6 +35,7 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	detach := fs.Bool("d", false, "start the command in the background and print its process id (see ps, logs, kill)")
 	tag := fs.String("tag", "", "with -d: a label for the process, shown by ps")
 	keepStdin := fs.Bool("i", false, "with -d: keep the process's stdin open for writing")
+	tty := fs.Bool("t", false, "run the command on a terminal (an interactive shell: exec -t <ws> -- bash); Ctrl-C goes to it")
 	var env envList
 	fs.Var(&env, "env", "KEY=VALUE added to the command's environment (repeatable)")
 
@@ -59,11 +60,18 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 		return nil
 	}
 	// Ctrl-C cancels the request; the broker then kills the remote tree.
+	// On a terminal in raw mode it is a byte typed at the remote one.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := cl.Workspace(id).Exec(ctx, opsapi.ExecRequest{
-		Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout, Stdin: c.commandStdin(),
-	})
+	req := opsapi.ExecRequest{Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout, Stdin: c.commandStdin()}
+	if *tty {
+		restore, err := c.terminal(ctx, &req)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	res, err := cl.Workspace(id).Exec(ctx, req)
 	if ctx.Err() != nil {
 		fmt.Fprintln(c.Stderr, "broker exec: interrupted; the command was killed")
 		return &exitError{code: exitInterrupted}

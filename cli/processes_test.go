@@ -82,3 +82,19 @@ func TestWorkspaceEnvCommands(t *testing.T) {
 		t.Fatalf("exec after ws env sees %q", out)
 	}
 }
+
+// TestExecOnATerminal: exec -t runs the command on a remote terminal;
+// what is piped in is typed at it.
+func TestExecOnATerminal(t *testing.T) {
+	url := startBroker(t, "s3cret")
+	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir(), "TERM": "xterm-256color"}
+	out, _, _ := run(env, "", "ws", "create")
+	id := strings.TrimSpace(out)
+	if out, errs, code := run(env, "", "exec", "-t", id, "--", `test -t 0 && test -t 1 && stty size && echo "$TERM"`); code != 0 ||
+		strings.ReplaceAll(out, "\r\n", "\n") != "24 80\nxterm-256color\n" {
+		t.Fatalf("exec -t: %d %q %q", code, out, errs)
+	}
+	if out, errs, code := run(env, "echo hi-$((1+1))\rexit 4\r", "exec", "-t", id, "--", "bash --norc --noprofile -i"); code != 4 || !strings.Contains(out, "hi-2") {
+		t.Fatalf("exec -t bash: %d %q %q", code, out, errs)
+	}
+}

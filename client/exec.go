@@ -42,8 +42,14 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrInvalid, errors.New("negative timeout"))
 	}
 	if req.Signals != nil {
+		if req.TTY != nil {
+			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable, errNoTTYSignals)
+		}
 		return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
 			errors.New("the exec route carries no signals; start a background process (StartProcess) to signal it"))
+	}
+	if req.TTY != nil {
+		return w.execTTY(ctx, req)
 	}
 	reqCtx, sc := newStreamCancel(ctx)
 	defer sc.close()
