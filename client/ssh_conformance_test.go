@@ -14,11 +14,14 @@ import (
 // TestConformanceSSHOverHTTP runs the conformance suite against the ssh
 // backend (a real sshd on loopback) seen through the broker and this
 // client. One broker serves every case: the account is the boundary.
+// Commands go through the in-box agent, as serve's do with the agent
+// binary beside the broker.
 func TestConformanceSSHOverHTTP(t *testing.T) {
 	srv := sshtest.Start(t)
 	cfg := ssh.NewConfig()
 	cfg.KnownHostsFiles, cfg.IdentityFiles = []string{srv.KnownHosts}, []string{srv.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"test": {Address: srv.Addr, User: srv.User}}
+	cfg.InboxAgentBinary = testutil.AgentBinary(t)
 	overhttp.Run(t, overhttp.Options{
 		Backend: func(t *testing.T) (opsapi.Backend, error) { return ssh.New(cfg, testutil.Logger(t)) },
 		CreateOptions: func(t *testing.T) json.RawMessage {
