@@ -13,10 +13,13 @@ import (
 // broker's binary is there), so both servers' paths stay covered.
 func TestConformanceImageServer(t *testing.T) {
 	b := newBackend(t, func(c *docker.Config) { c.SFTPServer = docker.SFTPImage })
-	backendtest.Run(t, backendtest.Options{Confined: false, NoStdin: imageServerNoStdio, NoSignals: imageServerNoStdio, New: func(t *testing.T) opsapi.Workspace {
+	backendtest.Run(t, backendtest.Options{Confined: false, NoStdin: imageServerNoStdio, NoTTY: imageServerNoTTY, New: func(t *testing.T) opsapi.Workspace {
 		return create(t, b, nil)
 	}})
 }
 
 // imageServerNoStdio: with no binary injected there is no in-box agent, and commands go through the engine's exec fallback.
-const imageServerNoStdio = "no in-box agent (no binary injected): commands go through the engine's exec fallback, which cannot carry stdin or signals"
+const imageServerNoStdio = "no in-box agent (no binary injected): commands go through the engine's exec fallback, which cannot carry stdin"
+
+// imageServerNoTTY: the fallback runs commands on pipes, never on a terminal.
+const imageServerNoTTY = "no in-box agent (no binary injected): the engine's exec fallback has no terminals"

@@ -27,11 +27,13 @@
 //
 // Otherwise (docker: an exec's exit is known only once its output ends,
 // and the engine starts it in the container's group) the wrapper starts a
-// background subshell with its stderr sent into stdout (so the two keep
-// their order), which exports ENV and execs `setsid SHELL -c COMMAND`:
-// the command's pid is the id of its new process group and session. The
-// wrapper prints that id on a control line on stderr, waits for the
-// command and prints its exit status on a second control line. Stdout
+// subshell with its stderr sent into stdout (so the two keep their
+// order), which prints its own pid on a control line on stderr, exports
+// ENV and execs `setsid SHELL -c COMMAND`: the command's pid is the id of
+// its new process group and session. The subshell runs in the
+// foreground, not as a background job, which sh would start with SIGINT
+// and SIGQUIT ignored for good. The wrapper waits for the command and
+// prints its exit status on a second control line. Stdout
 // carries the command's output only; stderr only control lines, each
 // starting with "@wsbroker ". Three programs start per command (sh,
 // setsid, the shell), which is little beside an exec's own cost.
@@ -50,9 +52,21 @@
 //
 // # Stdin and signals
 //
-// The command's stdin is empty, and nothing but the kill reaches its
-// tree: Exec refuses a request with Stdin or Signals (ErrUnavailable,
-// saying they need the in-box agent).
+// The command's stdin is empty: Exec refuses a request with Stdin
+// (ErrUnavailable, saying it needs the in-box agent).
+//
+// ExecRequest.Signals is carried as the kill is, by a second command
+// through the RunFunc: once the wrapper has reported the command's group,
+// each signal received runs a signal script (bounded to 10 s) that sends
+// it once to the group and once to every other process of the tree: the
+// processes whose environment holds the call's marker, and the
+// descendants, by parent pid, of all those (which catches a child that
+// both called setsid and cleared its environment, while its parent
+// lives). A signal sent before the group is known waits for it; one that
+// reaches nothing is dropped. Exec stops receiving when the command's
+// output is done, and waits for a signal script still running, so no
+// signal is sent after it returns. Each signal costs a round trip and a
+// scan of /proc: tens of milliseconds, not the agent's microseconds.
 //
 // # Exit status
 //

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
@@ -181,14 +182,20 @@ func CheckRequest(req opsapi.ExecRequest, reserved ...string) error {
 // waits for it as opsapi.BashOperations.Exec describes. A missing cwd is
 // ErrNotExist, a file ErrNotDir; a transport that fails to start the
 // command or dies before the command's end is ErrUnavailable, and so is a
-// request with Stdin or Signals, which the wrapper cannot carry.
+// request with Stdin, which the wrapper cannot carry. Each signal from
+// req.Signals goes to the command's tree by a second command (see
+// signalScript) once the wrapper has reported the command's group; Exec
+// stops receiving, and waits for a signal on its way, before it returns.
 func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, markers ...string) (opsapi.ExecResult, error) {
 	op := r.cfg.Op
 	if err := CheckRequest(req); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrInvalid, err)
 	}
-	if req.Stdin != nil || req.Signals != nil {
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, errNoStdio)
+	if req.Stdin != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, errNoStdin)
+	}
+	if req.TTY != nil {
+		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, errNoTTY)
 	}
 	if err := ctx.Err(); err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, nil, err)
@@ -228,9 +235,11 @@ func (r *Runner) Exec(ctx context.Context, req opsapi.ExecRequest, cwd string, m
 	return res, nil
 }
 
-// errNoStdio refuses Stdin and Signals: the wrapper's command has an
-// empty stdin, and only a kill reaches its tree (by a second command).
-var errNoStdio = errors.New("stdin and signals need the in-box agent; this workspace's commands go through the fallback without it, which cannot carry them")
+// errNoStdin refuses Stdin: the wrapper's command has an empty stdin.
+var errNoStdin = errors.New("stdin needs the in-box agent; this workspace's commands go through the fallback without it, which cannot carry stdin")
+
+// errNoTTY refuses a terminal: the fallback runs commands on pipes.
+var errNoTTY = errors.New("a terminal needs the in-box agent; this workspace's commands go through the fallback without it, which runs them on pipes")
 
 // isName reports whether k is a shell variable name, which `export` takes.
 func isName(k string) bool {
@@ -323,6 +332,7 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 	go readControl(c.p.Stderr(), ctl, quit)
 	events := make(chan execpump.Event)
 	go c.watch(ctl, events, quit)
+	stopSignals := c.relaySignals()
 
 	res, err := execpump.Run(ctx, c.p.Stdout(), events, execpump.Config{
 		Output:    c.req.Output,
@@ -334,6 +344,7 @@ func (c *execCall) pump(ctx context.Context) (opsapi.ExecResult, error) {
 		Close:     func() { c.p.Close() },
 		CloseWait: time.Second,
 	})
+	stopSignals()
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}
@@ -460,6 +471,61 @@ func (c *execCall) kill() int {
 	return n
 }
 
+// relaySignals sends each signal of req.Signals to the command's tree,
+// from the moment the wrapper reports its group until the returned stop,
+// which waits for a signal on its way: none is sent after Exec returns. A
+// signal sent before the group is known waits in the channel until it is
+// (the wrapper reports it before the command can exit).
+func (c *execCall) relaySignals() (stop func()) {
+	sigs := c.req.Signals
+	if sigs == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-c.pgidKnown:
+		case <-done:
+			return
+		}
+		for {
+			select {
+			case <-done:
+				return
+			case sig, ok := <-sigs:
+				if !ok {
+					return
+				}
+				select {
+				case <-done: // the call is over: drop it
+					return
+				default:
+				}
+				c.signal(sig)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// signal sends sig to the command's tree through the RunFunc; a failure
+// drops it, as opsapi.ExecRequest.Signals says.
+func (c *execCall) signal(sig syscall.Signal) {
+	if sig < 1 || sig > 64 {
+		c.r.log.Warn("dropping a signal out of range", "signal", int(sig))
+		return
+	}
+	pgid := int(c.pgid.Load())
+	if err := c.r.signal(pgid, c.pidOnly.Load(), c.marker, sig); err != nil {
+		c.r.log.Warn("signal", "pgid", pgid, "signal", SignalName(int(sig)), "err", err)
+	}
+}
+
 // transportStatus asks the transport how the wrapper ended when no exit
 // line said it.
 func (c *execCall) transportStatus(res opsapi.ExecResult) (opsapi.ExecResult, error) {
@@ -541,12 +607,34 @@ func (r *Runner) kill(pgid int, pidOnly bool, marker string) (int, error) {
 	return r.killCtx(ctx, pgid, pidOnly, marker)
 }
 
+// signalTimeout bounds one run of the signal script, and so how long Exec
+// may wait for a signal on its way when it returns.
+const signalTimeout = 10 * time.Second
+
+// signal runs the signal script through the RunFunc.
+func (r *Runner) signal(pgid int, pidOnly bool, marker string, sig syscall.Signal) error {
+	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+	defer cancel()
+	out, err := r.run(ctx, []string{"sh", "-c", signalScript, "wsbroker", killMode(pidOnly),
+		strconv.Itoa(max(pgid, 0)), marker, strconv.Itoa(int(sig))})
+	if err == nil && !bytes.Contains(out, []byte("@wsbroker signalled ")) {
+		err = fmt.Errorf("signal script gave no count: %q", bytes.TrimSpace(out))
+	}
+	return err
+}
+
+// killMode is the scripts' MODE: "pid" when the wrapper could not start
+// the command in a group of its own (no setsid).
+func killMode(pidOnly bool) string {
+	if pidOnly {
+		return "pid"
+	}
+	return "group"
+}
+
 // killCtx runs the kill script through the RunFunc.
 func (r *Runner) killCtx(ctx context.Context, pgid int, pidOnly bool, marker string) (int, error) {
-	mode := "group"
-	if pidOnly {
-		mode = "pid"
-	}
+	mode := killMode(pidOnly)
 	graceMS := strconv.FormatInt(r.cfg.KillGrace.Milliseconds(), 10)
 	pg := strconv.Itoa(max(pgid, 0))
 	// The script gets its grace and a bounded slack, not the whole kill's

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -194,20 +195,23 @@ func TestCwdErrors(t *testing.T) {
 	}
 }
 
-// TestStdinAndSignalsRefused: the wrapper cannot carry either, so a
-// request with one is ErrUnavailable, saying the in-box agent is needed,
-// and runs nothing.
-func TestStdinAndSignalsRefused(t *testing.T) {
-	tr := &transport{started: make(chan *localProc, 1)}
+// TestStdinRefused: the wrapper cannot carry stdin, so a request with it
+// is ErrUnavailable, saying the in-box agent is needed, and runs nothing,
+// with Signals or without.
+func TestStdinRefused(t *testing.T) {
+	// Room for both requests: one not refused must fail the test, not hang it.
+	tr := &transport{started: make(chan *localProc, 2)}
 	r := newRunner(t, tr)
 	dir := t.TempDir()
 	for name, req := range map[string]opsapi.ExecRequest{
-		"stdin":   {Command: "touch ran", Stdin: strings.NewReader("x")},
-		"signals": {Command: "touch ran", Signals: make(chan syscall.Signal)},
+		"stdin":             {Command: "touch ran", Stdin: strings.NewReader("x")},
+		"stdin and signals": {Command: "touch ran", Stdin: strings.NewReader("x"), Signals: make(chan syscall.Signal)},
 	} {
 		_, _, err := exe(t, r, dir, req)
-		if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "in-box agent") {
-			t.Errorf("%s: error %v, want ErrUnavailable naming the in-box agent", name, err)
+		if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "in-box agent") || !strings.Contains(err.Error(), "stdin") {
+			t.Errorf("%s: error %v, want ErrUnavailable naming stdin and the in-box agent", name, err)
+		} else if strings.Contains(err.Error(), "signal") {
+			t.Errorf("%s: error %v speaks of signals, which the fallback carries", name, err)
 		}
 	}
 	select {
@@ -217,6 +221,146 @@ func TestStdinAndSignalsRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused command ran: %v", err)
+	}
+}
+
+// TestTTYRefused: the fallback runs commands on pipes, so a terminal is
+// refused, not quietly replaced by pipes.
+func TestTTYRefused(t *testing.T) {
+	tr := &transport{started: make(chan *localProc, 1)}
+	r := newRunner(t, tr)
+	dir := t.TempDir()
+	_, _, err := exe(t, r, dir, opsapi.ExecRequest{Command: "touch ran", TTY: &opsapi.TTYSize{Rows: 24, Cols: 80}})
+	if !errors.Is(err, opsapi.ErrUnavailable) || !strings.Contains(err.Error(), "terminal") {
+		t.Fatalf("error %v, want ErrUnavailable naming the terminal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused command ran: %v", err)
+	}
+}
+
+// noticeWriter is an Output that calls on, once, when what it holds first
+// contains mark.
+type noticeWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	mark string
+	on   func()
+	once sync.Once
+}
+
+func (w *noticeWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, _ := w.buf.Write(p)
+	hit := strings.Contains(w.buf.String(), w.mark)
+	w.mu.Unlock()
+	if hit {
+		w.once.Do(w.on)
+	}
+	return n, nil
+}
+
+func (w *noticeWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestSignalReachesTrappingShell: a SIGINT sent once the command is ready
+// runs its trap, whose exit status is the command's.
+func TestSignalReachesTrappingShell(t *testing.T) {
+	r := newRunner(t, &transport{})
+	sigs := make(chan syscall.Signal, 1)
+	out := &noticeWriter{mark: "ready\n", on: func() { sigs <- syscall.SIGINT }}
+	res, err := r.Exec(t.Context(), opsapi.ExecRequest{
+		Command: `trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done`,
+		Output:  out, Signals: sigs, Timeout: 20 * time.Second,
+	}, t.TempDir())
+	if err != nil || res.TimedOut || res.ExitCode != 3 || !strings.Contains(out.String(), "got-int") {
+		t.Fatalf("SIGINT to a trapping shell: %+v, %v, output %q", res, err, out.String())
+	}
+}
+
+// TestSignalReachesSetsidChildWithClearedEnv: the signal reaches a child
+// that left the command's group and dropped the call's marker, which only
+// its parent links to the command.
+func TestSignalReachesSetsidChildWithClearedEnv(t *testing.T) {
+	r := newRunner(t, &transport{})
+	dir := t.TempDir()
+	started, got := filepath.Join(dir, "child-started"), filepath.Join(dir, "child-term")
+	child := `trap "echo child-term > ` + got + `; exit 0" TERM; echo ok > ` + started + `; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done`
+	sigs := make(chan syscall.Signal, 1)
+	type outcome struct {
+		res opsapi.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := r.Exec(t.Context(), opsapi.ExecRequest{
+			Command: `env -i PATH=/usr/bin:/bin setsid sh -c ` + remoteexec.Quote(child) + ` </dev/null >/dev/null 2>&1 &
+sleep 30`,
+			Signals: sigs, Timeout: 20 * time.Second, Output: io.Discard,
+		}, dir)
+		done <- outcome{res, err}
+	}()
+	waitFile(t, started)
+	sigs <- syscall.SIGTERM
+	o := <-done
+	if o.err != nil || o.res.TimedOut || o.res.ExitCode != 143 {
+		t.Fatalf("SIGTERM to the tree: %+v, %v", o.res, o.err)
+	}
+	waitFile(t, got)
+	if b, _ := os.ReadFile(got); string(b) != "child-term\n" {
+		t.Fatalf("the child's file holds %q", b)
+	}
+}
+
+// waitFile waits until file holds a whole line.
+func waitFile(t *testing.T, file string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !pidWritten(file); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never written", filepath.Base(file))
+		}
+	}
+}
+
+// TestSignalKillEndsSleep: a SIGKILL ends the command as a kill by that
+// signal, at once.
+func TestSignalKillEndsSleep(t *testing.T) {
+	r := newRunner(t, &transport{})
+	sigs := make(chan syscall.Signal, 1)
+	out := &noticeWriter{mark: "ready\n", on: func() { sigs <- syscall.SIGKILL }}
+	start := time.Now()
+	res, err := r.Exec(t.Context(), opsapi.ExecRequest{
+		Command: "echo ready; exec sleep 30", Output: out, Signals: sigs, Timeout: time.Minute,
+	}, t.TempDir())
+	if err != nil || res.TimedOut || res.ExitCode != 137 || res.Signal != "SIGKILL" {
+		t.Fatalf("SIGKILL to sleep: %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("returned after %v: the SIGKILL came late", d)
+	}
+}
+
+// TestSignalsNobodySends: a Signals channel nobody sends on, or one
+// closed, holds nothing up, and one sent before the command starts is
+// delivered once its group is known.
+func TestSignalsNobodySends(t *testing.T) {
+	r := newRunner(t, &transport{})
+	closed := make(chan syscall.Signal)
+	close(closed)
+	for name, sigs := range map[string]chan syscall.Signal{"idle": make(chan syscall.Signal), "closed": closed} {
+		out, res, err := exe(t, r, t.TempDir(), opsapi.ExecRequest{Command: "echo hi", Signals: sigs})
+		if err != nil || res.ExitCode != 0 || out != "hi\n" {
+			t.Errorf("%s: %q %+v %v", name, out, res, err)
+		}
+	}
+	early := make(chan syscall.Signal, 1)
+	early <- syscall.SIGKILL
+	_, res, err := exe(t, r, t.TempDir(), opsapi.ExecRequest{Command: "sleep 30", Signals: early, Timeout: time.Minute})
+	if err != nil || res.ExitCode != 137 || res.Signal != "SIGKILL" {
+		t.Fatalf("a SIGKILL sent before the start: %+v, %v", res, err)
 	}
 }
 
@@ -400,6 +544,10 @@ func TestLeaderMode(t *testing.T) {
 	}{
 		{"ExitCodesOrderAndEnv", TestExitCodesOrderAndEnv},
 		{"CwdErrors", TestCwdErrors},
+		{"SignalReachesTrappingShell", TestSignalReachesTrappingShell},
+		{"SignalReachesSetsidChildWithClearedEnv", TestSignalReachesSetsidChildWithClearedEnv},
+		{"SignalKillEndsSleep", TestSignalKillEndsSleep},
+		{"SignalsNobodySends", TestSignalsNobodySends},
 		{"TimeoutKillsGrandchildAndSetsidEscapee", TestTimeoutKillsGrandchildAndSetsidEscapee},
 		{"CancelKillsTree", TestCancelKillsTree},
 		{"BackgroundHolderAndLateOutput", TestBackgroundHolderAndLateOutput},

@@ -16,11 +16,16 @@ package remoteexec
 // the bash SHELL names, else execs `SHELL -c COMMAND`. No program starts
 // beyond the transport's own shell, or one.
 //
-// Otherwise a subshell takes the environment, moves to a new session with
-// setsid (which does not fork: a background job is no group leader) and
-// execs the shell, so its pid is the group id the wrapper reports; the
-// wrapper waits and reports the exit status. Control lines go to stderr;
-// the command's stdout and stderr both go to stdout.
+// Otherwise a subshell reports its own pid (read from /proc/self/stat by
+// a builtin: no fork), takes the environment, moves to a new session with
+// setsid (which does not fork: a subshell is no group leader) and execs
+// the shell, so its pid is the group id it reports; the wrapper reports
+// the exit status. The subshell runs in the foreground: sh starts a
+// background job with SIGINT and SIGQUIT ignored, and a shell that
+// inherits them ignored can neither trap them nor die of them, so a
+// signal from ExecRequest.Signals would not reach it. Control lines go to
+// stderr (fd 3 in the subshell); the command's stdout and stderr both go
+// to stdout.
 const wrapperScript = `cwd=$1 shell=$2 cmd=$3 how=$4 lead=$5
 shift 5
 if ! cd -- "$cwd" 2>/dev/null; then
@@ -47,12 +52,13 @@ fi
 s= kind=pid
 if command -v setsid >/dev/null 2>&1; then s=setsid kind=pgid; fi
 (
+	read -r pid _ </proc/self/stat
+	echo "@wsbroker $kind $pid" >&3
+	exec 3>&-
 	if [ "$how" = env ]; then exec $s env -- "$@" "$shell" -c "$cmd"; fi
 	export "$@"
 	exec $s "$shell" -c "$cmd"
-) </dev/null 2>&1 &
-echo "@wsbroker $kind $!" >&2
-wait $!
+) 3>&2 </dev/null 2>&1
 echo "@wsbroker exit $?" >&2
 `
 
@@ -69,19 +75,11 @@ echo "@wsbroker exit $?" >&2
 // longer, since each poll also runs pids: four programs that read every
 // process's stat and environ, 300 ms and more per poll on a busy host. A
 // clock that cannot be read ends the grace at once.
+//
+// A group is signalled as `kill -SIG -PGID`, without `--`: dash's kill
+// refuses `kill -SIG -- -PGID` ("Illegal number: -").
 const killScript = `mode=$1 pg=$2 m=$3 g=$4
-members() {
-	if [ "$pg" -gt 1 ]; then
-		if [ "$mode" = group ]; then
-			grep -lE "^[0-9]+ \(.*\) [^ZX] [0-9]+ $pg " /proc/[0-9]*/stat 2>/dev/null
-		else
-			grep -lE "^$pg \(.*\) [^ZX] " /proc/$pg/stat 2>/dev/null
-		fi
-	fi
-	if [ -n "$m" ]; then grep -lzxF -e "$m" /proc/[0-9]*/environ 2>/dev/null; fi
-}
-pids() { members | sed -n 's,^/proc/\([0-9][0-9]*\)/.*,\1,p' | sort -un; }
-now() {
+` + findScript + `now() {
 	read -r t _ 2>/dev/null </proc/uptime || return 1
 	t=${t%.*}${t#*.}
 	t=${t#"${t%%[!0]*}"}
@@ -89,7 +87,7 @@ now() {
 }
 signal() {
 	if [ "$pg" -gt 1 ]; then
-		if [ "$mode" = group ]; then kill -"$1" -- "-$pg" 2>/dev/null; else kill -"$1" "$pg" 2>/dev/null; fi
+		if [ "$mode" = group ]; then kill -"$1" "-$pg" 2>/dev/null; else kill -"$1" "$pg" 2>/dev/null; fi
 	fi
 }
 first=$(pids)
@@ -109,6 +107,66 @@ while [ "$i" -lt 100 ]; do
 	i=$((i+1))
 done
 echo "@wsbroker killed $n"
+`
+
+// findScript defines, for killScript and signalScript, members (the
+// /proc files of the live members of group (or process) $pg, and of every
+// process whose environment holds $m) and pids (their pids, each once),
+// $mode being "group" or "pid".
+const findScript = `members() {
+	if [ "$pg" -gt 1 ]; then
+		if [ "$mode" = group ]; then
+			grep -lE "^[0-9]+ \(.*\) [^ZX] [0-9]+ $pg " /proc/[0-9]*/stat 2>/dev/null
+		else
+			grep -lE "^$pg \(.*\) [^ZX] " /proc/$pg/stat 2>/dev/null
+		fi
+	fi
+	if [ -n "$m" ]; then grep -lzxF -e "$m" /proc/[0-9]*/environ 2>/dev/null; fi
+}
+pids() { members | sed -n 's,^/proc/\([0-9][0-9]*\)/.*,\1,p' | sort -un; }
+`
+
+// signalScript sends one signal to a running call's tree: sh -c
+// signalScript wsbroker MODE PGID MARKER SIG, MODE and PGID as for
+// killScript, SIG a number (`kill -s` takes no number portably, `kill -N`
+// does). The tree is what killScript finds (the group, or the process,
+// and every process whose environment holds MARKER) and every descendant
+// of those by parent pid, from one read of /proc/PID/stat: a child that
+// both left the group and cleared its environment (env -i setsid) is
+// still its parent's child while the command runs. The group gets SIG
+// with one kill (which also reaches a member forked since the scan), every
+// other process with one kill of its own: each process once. It prints
+// "@wsbroker signalled N", N the processes found, and exits 0: a signal
+// that cannot be delivered is dropped.
+const signalScript = `mode=$1 pg=$2 m=$3 sig=$4
+` + findScript + `tree=" "
+for p in $(pids); do tree="$tree$p "; done
+# pid ppid pgid of every live process, parents mostly before children.
+tab=$(sed -n 's,^\([0-9][0-9]*\) (.*) [^ZX] \([0-9][0-9]*\) \([0-9][0-9]*\) .*,\1 \2 \3,p' /proc/[0-9]*/stat 2>/dev/null | sort -n)
+more=1
+while [ -n "$more" ]; do
+	more=
+	while read -r p pp g; do
+		case $tree in *" $p "*) continue ;; esac
+		case $tree in *" $pp "*) tree="$tree$p " more=1 ;; esac
+	done <<EOF
+$tab
+EOF
+done
+grouped() { [ "$pg" -gt 1 ] && { [ "$p" = "$pg" ] || { [ "$mode" = group ] && [ "$g" = "$pg" ]; }; }; }
+if [ "$pg" -gt 1 ]; then
+	if [ "$mode" = group ]; then kill -"$sig" "-$pg" 2>/dev/null; else kill -"$sig" "$pg" 2>/dev/null; fi
+fi
+n=0
+while read -r p pp g; do
+	case $tree in *" $p "*) ;; *) continue ;; esac
+	n=$((n+1))
+	if ! grouped; then kill -"$sig" "$p" 2>/dev/null; fi
+done <<EOF
+$tab
+EOF
+echo "@wsbroker signalled $n"
+exit 0
 `
 
 // noForkKillScript sweeps after killScript, and kills when killScript
