@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -63,8 +64,10 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	// On a terminal in raw mode it is a byte typed at the remote one.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	req := opsapi.ExecRequest{Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout, Stdin: c.commandStdin()}
-	if *tty {
+	req := opsapi.ExecRequest{Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout}
+	if !*tty {
+		req.Stdin = c.commandStdin() // a terminal takes the CLI's stdin as it is
+	} else {
 		restore, err := c.terminal(ctx, &req)
 		if err != nil {
 			return err
@@ -103,14 +106,20 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 
 // commandStdin is what exec passes as the command's stdin: the CLI's own,
 // unless it is a terminal or a device such as /dev/null (a terminal
-// would make the command wait for typing that nobody sees echoed).
+// would make the command wait for typing that nobody sees echoed), or it
+// ends before its first byte (a script's empty pipe): then none, which
+// every backend takes, the fallback without the in-box agent included.
 func (c *CLI) commandStdin() io.Reader {
 	if f, ok := c.Stdin.(*os.File); ok {
 		if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice != 0 {
 			return nil
 		}
 	}
-	return c.Stdin
+	br := bufio.NewReader(c.Stdin)
+	if _, err := br.Peek(1); err != nil {
+		return nil
+	}
+	return br
 }
 
 // parseExecArgs splits `[flags] <ws> [flags] -- <command...>`, or without

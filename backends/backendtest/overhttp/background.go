@@ -220,8 +220,15 @@ func bgRemoveKillsTree(t *testing.T, ws *client.Workspace) {
 	// A process's cmdline is its arguments, NUL-separated; grep's '.'
 	// takes the NUL.
 	count := fmt.Sprintf("grep -las '^sleep.%s' /proc/[0-9]*/cmdline | wc -l", mark)
-	if got := strings.TrimSpace(mustExec(t, ws, count)); got != "2" {
-		t.Fatalf("%s sleeps running before the remove, want 2", got)
+	// setsid forks and execs sleep: the second shows a moment after "up".
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := strings.TrimSpace(mustExec(t, ws, count))
+		if got == "2" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s sleeps running before the remove, want 2", got)
+		}
 	}
 	if _, err := ws.RemoveProcess(ctx, p.ID); err != nil {
 		t.Fatal(err)
