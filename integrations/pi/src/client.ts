@@ -41,6 +41,14 @@ export interface EnvName {
 	secret?: boolean;
 }
 
+/** A variable of a workspace's environment as it is set (wire.EnvVar). */
+export interface EnvVar {
+	name: string;
+	value: string;
+	/** Redact its value from every output. */
+	secret?: boolean;
+}
+
 /** A workspace's own filesystem (wire.Disk). */
 export interface Disk {
 	/** Bytes in use: files and the filesystem's own structures. */
@@ -191,6 +199,16 @@ export class BrokerClient {
 		this.agent.destroy();
 	}
 
+	/** The broker's base URL, ending in a slash. */
+	get baseURL(): URL {
+		return new URL(this.base.href);
+	}
+
+	/** The bearer token (for a connection this client does not make, a WebSocket). */
+	get bearer(): string {
+		return this.token;
+	}
+
 	/**
 	 * Sends a request and returns the response once its headers arrived;
 	 * non-2xx answers become BrokerErrors.
@@ -248,10 +266,12 @@ export class BrokerClient {
 		return JSON.parse((await this.call(o)).toString("utf8")) as T;
 	}
 
-	createWorkspace(backend?: string, options?: unknown): Promise<WorkspaceInfo> {
+	/** Creates a workspace; env is the environment every command of it sees. */
+	createWorkspace(backend?: string, options?: unknown, env?: EnvVar[]): Promise<WorkspaceInfo> {
 		const body: Record<string, unknown> = {};
 		if (backend) body.backend = backend;
 		if (options !== undefined) body.options = options;
+		if (env && env.length > 0) body.env = env;
 		return this.json({ method: "POST", path: "/v1/workspaces", body: JSON.stringify(body), contentType: "application/json" });
 	}
 

@@ -11,14 +11,20 @@
 //   --broker-options / BROKER_OPTIONS       its creation options, as JSON
 //   --broker-env / BROKER_ENV_ALLOWLIST     comma-separated names of pi's environment
 //                                           forwarded to commands (default: PI_* session names)
+//   --broker-secret-env / BROKER_SECRET_ENV comma-separated names of pi's environment set as
+//                                           the created workspace's secrets (redacted from output)
+//   --broker-process-tools / BROKER_PROCESS_TOOLS
+//                                           "off" leaves out the background process tools
 import { readFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { pi } from "./pi.js";
-import { BrokerClient, type WorkspaceInfo } from "./client.js";
+import { BrokerClient, type EnvVar, type WorkspaceInfo } from "./client.js";
 import { DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
+import { PROCESS_TOOL_NAMES, processTools } from "./process-tools.js";
 import { type AnyToolDefinition, type BrokerTools, brokerTools, userBashOperations } from "./tools.js";
+import { Workspace } from "./workspace.js";
 
 const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
 
@@ -29,6 +35,10 @@ export interface ExtensionSettings {
 	backend?: string;
 	options?: unknown;
 	envAllowlist: string[];
+	/** A created workspace's environment: secrets taken from pi's environment. */
+	workspaceEnv: EnvVar[];
+	/** Whether the model gets the background process tools. */
+	processTools: boolean;
 }
 
 /** Reads the settings from flag values and the environment. */
@@ -58,6 +68,14 @@ export function resolveSettings(flag: (name: string) => string | undefined, env:
 		}
 	}
 	const envList = pick("broker-env", "BROKER_ENV_ALLOWLIST");
+	const workspaceEnv: EnvVar[] = [];
+	for (const name of (pick("broker-secret-env", "BROKER_SECRET_ENV") ?? "").split(",").map((n) => n.trim()).filter(Boolean)) {
+		const value = env[name];
+		if (value === undefined) throw new Error(`wsbroker: --broker-secret-env names ${name}, which is not set in pi's environment`);
+		workspaceEnv.push({ name, value, secret: true });
+	}
+	const procTools = pick("broker-process-tools", "BROKER_PROCESS_TOOLS") ?? "on";
+	if (procTools !== "on" && procTools !== "off") throw new Error(`wsbroker: --broker-process-tools is "on" or "off", not ${JSON.stringify(procTools)}`);
 	return {
 		url: pick("broker-url", "BROKER_URL") ?? "http://127.0.0.1:8722",
 		token,
@@ -65,14 +83,23 @@ export function resolveSettings(flag: (name: string) => string | undefined, env:
 		backend: pick("broker-backend", "BROKER_BACKEND"),
 		options,
 		envAllowlist: envList ? envList.split(",").map((s) => s.trim()).filter(Boolean) : [...DEFAULT_ENV_ALLOWLIST],
+		workspaceEnv,
+		processTools: procTools === "on",
 	};
 }
 
 /** Creates (or attaches to) the workspace and builds the tools for it. */
-export async function connect(s: ExtensionSettings): Promise<{ info: WorkspaceInfo; tools: BrokerTools; client: BrokerClient; created: boolean }> {
+export async function connect(
+	s: ExtensionSettings,
+): Promise<{ info: WorkspaceInfo; tools: BrokerTools; client: BrokerClient; workspace: Workspace; created: boolean }> {
 	const client = new BrokerClient(s.url, s.token);
 	const created = !s.workspace;
-	const info = s.workspace ? await client.getWorkspace(s.workspace) : await client.createWorkspace(s.backend, s.options);
+	if (s.workspace && s.workspaceEnv.length > 0) {
+		// Setting them would replace the workspace's whole environment,
+		// whose values the broker never answers: say so instead.
+		throw new Error("wsbroker: --broker-secret-env sets a created workspace's environment; change an existing one with `broker ws env`");
+	}
+	const info = s.workspace ? await client.getWorkspace(s.workspace) : await client.createWorkspace(s.backend, s.options, s.workspaceEnv);
 	const tools = brokerTools({
 		url: s.url,
 		token: s.token,
@@ -81,7 +108,7 @@ export async function connect(s: ExtensionSettings): Promise<{ info: WorkspaceIn
 		client,
 		envAllowlist: s.envAllowlist,
 	});
-	return { info, tools, client, created };
+	return { info, tools, client, workspace: new Workspace(client, info.id), created };
 }
 
 /**
@@ -101,8 +128,10 @@ export default function wsbroker(pi: ExtensionAPI): void {
 	pi.registerFlag("broker-backend", { description: "wsbroker: backend of the created workspace (local, docker, ssh)", type: "string" });
 	pi.registerFlag("broker-options", { description: "wsbroker: the created workspace's backend options, as JSON", type: "string" });
 	pi.registerFlag("broker-env", { description: "wsbroker: comma-separated names of environment variables forwarded to commands", type: "string" });
+	pi.registerFlag("broker-secret-env", { description: "wsbroker: comma-separated names of environment variables set as the created workspace's secrets", type: "string" });
+	pi.registerFlag("broker-process-tools", { description: 'wsbroker: "off" leaves out the background process tools (process_start, ...)', type: "string" });
 
-	let state: { info: WorkspaceInfo; tools: BrokerTools; byName: Record<string, AnyToolDefinition> } | undefined;
+	let state: { info: WorkspaceInfo; tools: BrokerTools; workspace: Workspace; byName: Record<string, AnyToolDefinition> } | undefined;
 	let failure: Error | undefined;
 
 	// Registered at load (the model sees pi's own declarations); execution
@@ -117,17 +146,23 @@ export default function wsbroker(pi: ExtensionAPI): void {
 		createFindToolDefinition("/"),
 		createLsToolDefinition("/"),
 	] as unknown as AnyToolDefinition[];
+	const noWorkspace = (name: string) => new Error(`wsbroker: no workspace${failure ? `: ${failure.message}` : " yet"}; the ${name} tool did not run`);
 	for (const def of metadata) {
 		const name = def.name;
 		pi.registerTool({
 			...def,
 			execute(id, params, signal, onUpdate, ctx) {
-				if (!state) {
-					throw new Error(`wsbroker: no workspace${failure ? `: ${failure.message}` : " yet"}; the ${name} tool did not run`);
-				}
+				if (!state) throw noWorkspace(name);
 				return state.byName[name].execute(id, params, signal, onUpdate, ctx);
 			},
 		});
+	}
+	// The background process tools: handles on commands that keep running.
+	for (const def of processTools(() => {
+		if (!state) throw noWorkspace("process");
+		return state.workspace;
+	})) {
+		pi.registerTool(def);
 	}
 
 	pi.on("session_start", async (_event, ctx) => {
@@ -137,8 +172,13 @@ export default function wsbroker(pi: ExtensionAPI): void {
 			return typeof v === "string" ? v : undefined;
 		};
 		try {
-			const c = await connect(resolveSettings(flag));
-			state = { info: c.info, tools: c.tools, byName: Object.fromEntries(c.tools.all.map((t) => [t.name, t])) };
+			const settings = resolveSettings(flag);
+			if (!settings.processTools) {
+				const ours = new Set<string>(PROCESS_TOOL_NAMES);
+				pi.setActiveTools(pi.getActiveTools().filter((n) => !ours.has(n)));
+			}
+			const c = await connect(settings);
+			state = { info: c.info, tools: c.tools, workspace: c.workspace, byName: Object.fromEntries(c.tools.all.map((t) => [t.name, t])) };
 			failure = undefined;
 			const what = `${c.info.id} (${c.info.backend}) at ${c.info.root}`;
 			ctx.ui.setStatus("wsbroker", `wsbroker: ${c.info.id}`);

@@ -1,6 +1,18 @@
 // @wsbroker/pi: pi's tools executing in a wsbroker workspace.
-export { BrokerClient, BrokerError, type BrokerTarget, type FileInfo, type ToolResult, type WorkspaceInfo } from "./client.js";
+export { BrokerClient, BrokerError, type BrokerTarget, type EnvVar, type ExecExit, type FileInfo, type ToolResult, type WorkspaceInfo } from "./client.js";
 export { type BrokerOperations, type BrokerOperationsOptions, DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
 export { toWorkspacePath, workspaceArgPath } from "./paths.js";
 export { type AnyToolDefinition, type BrokerTools, type BrokerToolsOptions, brokerTools, callTool, userBashOperations } from "./tools.js";
+export { PROCESS_TOOL_NAMES, processTools } from "./process-tools.js";
+export {
+	type ArchiveReport,
+	type BackgroundProcess,
+	type Compression,
+	type LogEvent,
+	type SignalName,
+	type StartProcessRequest,
+	Terminal,
+	type TerminalOptions,
+	Workspace,
+} from "./workspace.js";
 export { connect, resolveSettings, rewritePromptCwd } from "./extension.js";

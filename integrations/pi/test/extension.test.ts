@@ -12,6 +12,7 @@ import type { Context, Model } from "@earendil-works/pi-ai";
 import { pi } from "../src/pi.js";
 import { piAi } from "./pi-ai.js";
 import { connect, resolveSettings, rewritePromptCwd } from "../src/extension.js";
+import { PROCESS_TOOL_NAMES } from "../src/process-tools.js";
 import { toWorkspacePath, workspaceArgPath } from "../src/paths.js";
 import { type RunningBroker, startBroker } from "./helpers.js";
 
@@ -84,7 +85,8 @@ describe("the pi extension, loaded by pi", () => {
 	// auth setup is the one SDK part that changed between the versions
 	// tested: 0.73.1 has AuthStorage and ModelRegistry, 0.85+ a ModelRuntime
 	// that the faux provider is registered in.
-	const piSession = async (faux: Faux) => {
+	const SEVEN = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+	const piSession = async (faux: Faux, tools: string[] = SEVEN) => {
 		const settingsManager = SettingsManager.inMemory();
 		const loader = new DefaultResourceLoader({
 			cwd: hostDir,
@@ -105,7 +107,7 @@ describe("the pi extension, loaded by pi", () => {
 			resourceLoader: loader,
 			sessionManager: SessionManager.inMemory(hostDir),
 			settingsManager,
-			tools: ["read", "bash", "edit", "write", "grep", "find", "ls"],
+			tools,
 		});
 		assert.deepEqual(extensionsResult.errors, []);
 		return session;
@@ -207,6 +209,74 @@ describe("the pi extension, loaded by pi", () => {
 		}
 	});
 
+	test("the model gets handles on background processes, unless they are turned off", async () => {
+		const ws = await broker.workspace("local");
+		process.env.BROKER_URL = broker.url;
+		process.env.BROKER_TOKEN = broker.token;
+		process.env.BROKER_WORKSPACE = ws.id;
+		delete process.env.BROKER_PROCESS_TOOLS;
+		const lastText = (ctx: Context) => {
+			const m = ctx.messages[ctx.messages.length - 1] as { content: Array<{ type: string; text?: string }> };
+			return m.content.map((c) => c.text ?? "").join("");
+		};
+		const faux = newFaux();
+		faux.setResponses([
+			() => fauxAssistantMessage(fauxToolCall("process_start", { command: "echo up; sleep 30", tag: "srv", wait: 0.5 }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("process_list", {}), { stopReason: "toolUse" }),
+			(ctx) => fauxAssistantMessage(fauxToolCall("process_kill", { id: /p-[0-9a-f]{16}/.exec(lastText(ctx))?.[0] ?? "none" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxText("done")),
+		]);
+		try {
+			const session = await piSession(faux, [...SEVEN, ...PROCESS_TOOL_NAMES]);
+			await session.bindExtensions({});
+			assert.deepEqual(
+				session.getActiveToolNames().filter((n) => n.startsWith("process_")),
+				[...PROCESS_TOOL_NAMES],
+			);
+			await session.prompt("start a server");
+			const results = session.messages.filter((m) => m.role === "toolResult");
+			const texts = results.map((m) => ({ tool: m.toolName, isError: m.isError, text: m.content.map((c) => (c.type === "text" ? c.text : "")).join("") }));
+			assert.equal(texts.length, 3);
+			assert.match(texts[0].text, /^up\n\[p-[0-9a-f]{16} \[srv\] running; 3 bytes of output so far; process_output for more\]$/);
+			assert.match(texts[1].text, /^p-[0-9a-f]{16} {2}running {2}\[srv\] {2}echo up; sleep 30$/);
+			assert.equal(texts[2].isError, false);
+			assert.match(texts[2].text, /^\[p-[0-9a-f]{16} \[srv\] .*; removed\]$/);
+			session.dispose();
+		} finally {
+			faux.unregister();
+		}
+
+		process.env.BROKER_PROCESS_TOOLS = "off";
+		const faux2 = newFaux();
+		try {
+			const session = await piSession(faux2, [...SEVEN, ...PROCESS_TOOL_NAMES]);
+			await session.bindExtensions({});
+			assert.deepEqual(session.getActiveToolNames().sort(), [...SEVEN].sort());
+			session.dispose();
+		} finally {
+			faux2.unregister();
+			delete process.env.BROKER_PROCESS_TOOLS;
+		}
+	});
+
+	test("--broker-secret-env puts pi's values in a created workspace, redacted from output", async () => {
+		const env = { BROKER_URL: broker.url, BROKER_TOKEN: broker.token, BROKER_SECRET_ENV: "GH_TOKEN", GH_TOKEN: "ghp-7c1e5a9f" };
+		const c = await connect(resolveSettings(() => undefined, env));
+		try {
+			assert.deepEqual(c.info.env, [{ name: "GH_TOKEN", secret: true }]);
+			const p = await c.workspace.startProcess({ command: 'echo "token=$GH_TOKEN"' });
+			await c.workspace.waitProcess(p.id, 30);
+			let out = "";
+			for await (const ev of c.workspace.logs(p.id)) if (ev.type === "output") out += ev.data.toString("utf8");
+			assert.equal(out, "token=[REDACTED:GH_TOKEN]\n");
+			// Attaching cannot set them: the broker never answers the values it would replace.
+			await assert.rejects(connect(resolveSettings(() => undefined, { ...env, BROKER_WORKSPACE: c.info.id })), /sets a created workspace's environment/);
+		} finally {
+			await broker.client.deleteWorkspace(c.info.id);
+			c.client.close();
+		}
+	});
+
 	test("connect creates a workspace when none is named", async () => {
 		const c = await connect(resolveSettings(() => undefined, { BROKER_URL: broker.url, BROKER_TOKEN: broker.token }));
 		assert.equal(c.created, true);
@@ -234,6 +304,16 @@ describe("settings and paths", () => {
 			const s3 = resolveSettings(() => undefined, { BROKER_TOKEN: "t", BROKER_ENV_ALLOWLIST: "A, B", BROKER_OPTIONS: '{"image":"x"}' });
 			assert.deepEqual(s3.envAllowlist, ["A", "B"]);
 			assert.deepEqual(s3.options, { image: "x" });
+			assert.deepEqual(s3.workspaceEnv, []);
+			assert.equal(s3.processTools, true);
+			const s4 = resolveSettings((n) => (n === "broker-process-tools" ? "off" : undefined), { BROKER_TOKEN: "t", BROKER_SECRET_ENV: "K1, K2", K1: "v1", K2: "" });
+			assert.deepEqual(s4.workspaceEnv, [
+				{ name: "K1", value: "v1", secret: true },
+				{ name: "K2", value: "", secret: true },
+			]);
+			assert.equal(s4.processTools, false);
+			assert.throws(() => resolveSettings(() => undefined, { BROKER_TOKEN: "t", BROKER_SECRET_ENV: "MISSING" }), /names MISSING, which is not set/);
+			assert.throws(() => resolveSettings(() => undefined, { BROKER_TOKEN: "t", BROKER_PROCESS_TOOLS: "maybe" }), /"on" or "off"/);
 		} finally {
 			rmSync(dir, { recursive: true, force: true });
 		}
