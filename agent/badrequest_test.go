@@ -2,16 +2,11 @@ package agent_test
 
 import (
 	enc "encoding/binary"
-	"encoding/json"
-	"errors"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/yamux"
 
 	"github.com/wsbroker/wsbroker/agent"
 )
@@ -20,18 +15,7 @@ import (
 // that is not JSON, an unknown op and an exec without a command each end
 // their own stream, and the agent goes on serving the same connection.
 func TestBadRequestsCloseTheirStreamOnly(t *testing.T) {
-	brokerEnd, agentEnd := net.Pipe()
-	s := &agent.Server{}
-	done := make(chan error, 1)
-	go func() { done <- s.ServeConn(agentEnd) }()
-	if _, err := agent.Hello(brokerEnd); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := yamux.Client(brokerEnd, agent.MuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess, done := rawServer(t, &agent.Server{})
 
 	header := func(size uint32, body string) []byte {
 		return append(enc.BigEndian.AppendUint32(nil, size), body...)
@@ -55,23 +39,7 @@ func TestBadRequestsCloseTheirStreamOnly(t *testing.T) {
 		}
 		st.Close()
 	}
-
-	st, err := sess.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpIdentity}); err != nil {
-		t.Fatal(err)
-	}
-	var id agent.Identity
-	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := json.NewDecoder(st).Decode(&id); err != nil || len(id.GIDs) == 0 {
-		t.Fatalf("after the bad requests, identity = %+v, %v", id, err)
-	}
-	sess.Close()
-	if err := <-done; err != nil {
-		t.Errorf("ServeConn: %v", err)
-	}
+	stillServes(t, sess, done, "the bad requests")
 }
 
 // TestBadExecFramesEndOnlyTheirStream: on exec streams, a signal frame
@@ -80,39 +48,10 @@ func TestBadRequestsCloseTheirStreamOnly(t *testing.T) {
 // of stdin end their own stream (the command is killed); a repeated end
 // of stdin is harmless. The agent goes on serving the connection.
 func TestBadExecFramesEndOnlyTheirStream(t *testing.T) {
-	agentBinary(t)
-	brokerEnd, agentEnd := net.Pipe()
-	s := &agent.Server{Self: binary}
-	done := make(chan error, 1)
-	go func() { done <- s.ServeConn(agentEnd) }()
-	if _, err := agent.Hello(brokerEnd); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := yamux.Client(brokerEnd, agent.MuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	open := func(spec agent.ExecSpec) net.Conn {
-		t.Helper()
-		st, err := sess.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec.Cwd, spec.GraceMS = "/", 500
-		if err := agent.WriteRequest(st, agent.Request{Op: agent.OpExec, Exec: &spec}); err != nil {
-			t.Fatal(err)
-		}
-		_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
-		return st
-	}
+	sess, done := rawAgent(t)
+	open := func(spec agent.ExecSpec) net.Conn { t.Helper(); return openExec(t, sess, spec) }
 	sh := func(command string) []string { return []string{"/bin/sh", "-c", command} }
-	send := func(st net.Conn, typ byte, payload string) {
-		t.Helper()
-		if err := agent.WriteFrame(st, typ, []byte(payload)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(st net.Conn, typ byte, payload string) { t.Helper(); sendFrame(t, st, typ, payload) }
 
 	// Refused signals, then a good one: the stream goes on to the exit.
 	st := open(agent.ExecSpec{Argv: sh("exec sleep 30")})
@@ -161,52 +100,5 @@ func TestBadExecFramesEndOnlyTheirStream(t *testing.T) {
 		t.Errorf("cat with its stdin ended twice: %+v, want output abc, 3 bytes acknowledged, exit 0", got)
 	}
 	st.Close()
-
-	st, err = sess.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpIdentity}); err != nil {
-		t.Fatal(err)
-	}
-	var id agent.Identity
-	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := json.NewDecoder(st).Decode(&id); err != nil || len(id.GIDs) == 0 {
-		t.Fatalf("after the bad frames, identity = %+v, %v", id, err)
-	}
-	sess.Close()
-	if err := <-done; err != nil {
-		t.Errorf("ServeConn: %v", err)
-	}
-}
-
-// execFrames is what an exec stream said until its exit or its end.
-type execFrames struct {
-	out, exit string
-	acked     int
-	err       error // a read that failed other than at the stream's end
-}
-
-func readExec(st net.Conn) execFrames {
-	var got execFrames
-	fr := agent.NewFrameReader(st)
-	for {
-		typ, p, err := fr.Read()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				got.err = err
-			}
-			return got
-		}
-		switch typ {
-		case agent.FrameOutput:
-			got.out += string(p)
-		case agent.FrameStdinAck:
-			n, _ := strconv.Atoi(string(p))
-			got.acked += n
-		case agent.FrameExit:
-			got.exit = string(p)
-			return got
-		}
-	}
+	stillServes(t, sess, done, "the bad frames")
 }

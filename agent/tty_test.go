@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
-
 	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/internal/testutil"
@@ -166,42 +164,6 @@ func TestOldAgentRefusesTTY(t *testing.T) {
 	}
 }
 
-// rawAgent serves an agent on one end of a pipe and returns a yamux
-// session on the other, for tests that speak the protocol themselves,
-// and the result of ServeConn once the session is closed.
-func rawAgent(t *testing.T) (*yamux.Session, <-chan error) {
-	t.Helper()
-	agentBinary(t)
-	brokerEnd, agentEnd := net.Pipe()
-	s := &agent.Server{Self: binary}
-	done := make(chan error, 1)
-	go func() { done <- s.ServeConn(agentEnd) }()
-	if _, err := agent.Hello(brokerEnd); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := yamux.Client(brokerEnd, agent.MuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sess.Close() })
-	return sess, done
-}
-
-// openExec opens an exec stream for spec, in /, its reads bounded.
-func openExec(t *testing.T, sess *yamux.Session, spec agent.ExecSpec) net.Conn {
-	t.Helper()
-	st, err := sess.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Cwd, spec.GraceMS = "/", 500
-	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpExec, Exec: &spec}); err != nil {
-		t.Fatal(err)
-	}
-	_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
-	return st
-}
-
 // TestTTYIsTheControllingTerminal: a program started straight on a
 // terminal (no shell that would take the terminal itself) leads a
 // session of its own, with the terminal as its controlling terminal and
@@ -231,12 +193,7 @@ func TestTTYIsTheControllingTerminal(t *testing.T) {
 func TestBadResizeFrames(t *testing.T) {
 	sess, done := rawAgent(t)
 	open := func(spec agent.ExecSpec) net.Conn { t.Helper(); return openExec(t, sess, spec) }
-	send := func(st net.Conn, typ byte, payload string) {
-		t.Helper()
-		if err := agent.WriteFrame(st, typ, []byte(payload)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(st net.Conn, typ byte, payload string) { t.Helper(); sendFrame(t, st, typ, payload) }
 
 	st := open(agent.ExecSpec{Argv: []string{"/bin/sh", "-c", `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.1; done`},
 		TTY: &agent.TTYSize{Rows: 24, Cols: 80}})
@@ -281,20 +238,5 @@ func TestBadResizeFrames(t *testing.T) {
 		t.Errorf("a size for a command without a terminal: %+v, want output done and exit 0", got)
 	}
 	st.Close()
-
-	st, err := sess.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpIdentity}); err != nil {
-		t.Fatal(err)
-	}
-	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if b, err := io.ReadAll(st); err != nil || len(b) == 0 {
-		t.Fatalf("after the bad sizes, identity = %q, %v", b, err)
-	}
-	sess.Close()
-	if err := <-done; err != nil {
-		t.Errorf("ServeConn: %v", err)
-	}
+	stillServes(t, sess, done, "the bad sizes")
 }

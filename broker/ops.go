@@ -386,12 +386,7 @@ func (res opsResource) exec(w http.ResponseWriter, r *http.Request) {
 // its stdin. Output streams back while the body still comes in.
 func (res opsResource) execStdin(w http.ResponseWriter, r *http.Request) {
 	s := res.s
-	body, err := execQuery(r)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
-	req, err := execRequest(body)
+	req, err := execFromQuery(r.URL.Query())
 	if err != nil {
 		writeProblem(w, r, s.logger, err)
 		return
@@ -429,11 +424,18 @@ func (b *stdinBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// execQuery reads an exec request from the query: each field at most
-// once, env any number of times.
-func execQuery(r *http.Request) (wire.ExecRequest, error) { return execQueryValues(r.URL.Query()) }
+// execFromQuery reads an exec request from query values and validates it
+// as POST /exec's body.
+func execFromQuery(q url.Values) (opsapi.ExecRequest, error) {
+	body, err := execQueryValues(q)
+	if err != nil {
+		return opsapi.ExecRequest{}, err
+	}
+	return execRequest(body)
+}
 
-// execQueryValues reads an exec request from query values.
+// execQueryValues reads an exec request from query values: each field at
+// most once, env any number of times.
 func execQueryValues(q url.Values) (wire.ExecRequest, error) {
 	for name, vals := range q {
 		switch {

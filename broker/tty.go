@@ -39,12 +39,7 @@ func (res opsResource) execTTY(w http.ResponseWriter, r *http.Request) {
 	}
 	q.Del("rows")
 	q.Del("cols")
-	body, err := execQueryValues(q)
-	if err != nil {
-		writeProblem(w, r, s.logger, err)
-		return
-	}
-	req, err := execRequest(body)
+	req, err := execFromQuery(q)
 	if err != nil {
 		writeProblem(w, r, s.logger, err)
 		return

@@ -19,11 +19,11 @@ import (
 const maxKillRounds = 50
 
 type procStat struct {
-	pid, pgid int
-	zombie    bool
+	pid, ppid, pgid int
+	zombie          bool
 }
 
-// procs lists the processes in /proc with their group and state.
+// procs lists the processes in /proc with their parent, group and state.
 func procs() ([]procStat, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -64,12 +64,16 @@ func readStat(pid int) (procStat, bool) {
 	if len(f) < 3 {
 		return procStat{}, false
 	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return procStat{}, false
+	}
 	pgid, err := strconv.Atoi(string(f[2]))
 	if err != nil {
 		return procStat{}, false
 	}
 	state := f[0]
-	return procStat{pid: pid, pgid: pgid, zombie: len(state) > 0 && (state[0] == 'Z' || state[0] == 'X')}, true
+	return procStat{pid: pid, ppid: ppid, pgid: pgid, zombie: len(state) > 0 && (state[0] == 'Z' || state[0] == 'X')}, true
 }
 
 // GroupMembers counts the live (non-zombie) processes in process group

@@ -259,3 +259,38 @@ func TestGroupMarked(t *testing.T) {
 		t.Fatalf("GroupMarked(other marker) = %v, %v", ok, err)
 	}
 }
+
+// TestDescendantsOf: the walk goes below the children (a subshell's
+// sleep), and ends with them.
+func TestDescendantsOf(t *testing.T) {
+	cmd := start(t, "(sleep 30; :) & sleep 30 & wait")
+	pid := cmd.Process.Pid
+	var kids []int
+	waitFor(t, "a subshell and two sleeps", func() bool {
+		kids, _ = DescendantsOf(pid)
+		return len(kids) == 3
+	})
+	grandchildren := 0
+	for _, k := range kids {
+		st, ok := readStat(k)
+		switch {
+		case !ok:
+			t.Errorf("descendant %d is gone", k)
+		case st.ppid != pid && slices.Contains(kids, st.ppid):
+			grandchildren++
+		case st.ppid != pid:
+			t.Errorf("descendant %d has parent %d, outside the tree", k, st.ppid)
+		}
+	}
+	if grandchildren != 1 {
+		t.Errorf("DescendantsOf(%d) = %v: %d grandchildren, want 1", pid, kids, grandchildren)
+	}
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
+	waitFor(t, "no descendant left", func() bool { kids, _ = DescendantsOf(pid); return len(kids) == 0 })
+	wait(t, cmd)
+	if kids, err := DescendantsOf(1 << 30); err != nil || len(kids) != 0 {
+		t.Errorf("DescendantsOf(unused) = %v, %v", kids, err)
+	}
+}

@@ -3,7 +3,6 @@
 package killtree
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"strconv"
@@ -24,12 +23,18 @@ func BecomeSubreaper() error {
 
 // Descendants lists the live (non-zombie) processes below the calling
 // process, by their parent links in /proc.
-func Descendants() ([]int, error) {
+func Descendants() ([]int, error) { return DescendantsOf(os.Getpid()) }
+
+// DescendantsOf lists the live (non-zombie) processes below pid, breadth
+// first, by their parent links in /proc: unlike a group or a marker,
+// these catch a child that left the group and cleared its environment,
+// as long as the processes between it and pid live.
+func DescendantsOf(pid int) ([]int, error) {
 	kids, err := childrenMap()
 	if err != nil {
 		return nil, err
 	}
-	return below(kids, os.Getpid()), nil
+	return below(kids, pid), nil
 }
 
 // below walks kids from root, breadth first.
@@ -47,48 +52,20 @@ func below(kids map[int][]int, root int) []int {
 	return out
 }
 
-// childrenMap reads every process's parent from /proc; zombies are left
+// childrenMap maps each live process's parent to it; zombies are left
 // out (they cannot be killed, only reaped).
 func childrenMap() (map[int][]int, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
+	ps, err := procs()
 	if err != nil {
 		return nil, err
 	}
 	kids := map[int][]int{}
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if ppid, ok := parentOf(pid); ok {
-			kids[ppid] = append(kids[ppid], pid)
+	for _, p := range ps {
+		if !p.zombie {
+			kids[p.ppid] = append(kids[p.ppid], p.pid)
 		}
 	}
 	return kids, nil
-}
-
-// parentOf reads a live process's parent from /proc/<pid>/stat ("pid
-// (comm) state ppid ...", comm parsed around as in readStat).
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 || len(f[0]) == 0 || f[0][0] == 'Z' || f[0][0] == 'X' {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	return ppid, err == nil
 }
 
 // KillSubtree ends every descendant of the calling process, which must be
@@ -107,11 +84,10 @@ func KillSubtree(grace time.Duration, reap func()) (int, error) {
 	// send signals every descendant found by one scan of /proc and returns
 	// how many there were.
 	send := func(sig syscall.Signal) (int, error) {
-		kids, err := childrenMap()
+		pids, err := DescendantsOf(self)
 		if err != nil {
 			return 0, err
 		}
-		pids := below(kids, self)
 		inTree := make(map[int]bool, len(pids)+1)
 		inTree[self] = true
 		for _, pid := range pids {
@@ -166,7 +142,7 @@ func signalPinned(pid int, sig syscall.Signal, inTree map[int]bool) bool {
 	if err != nil && errors.Is(err, syscall.ESRCH) {
 		return false
 	}
-	if ppid, ok := parentOf(pid); !ok || !inTree[ppid] {
+	if st, ok := readStat(pid); !ok || st.zombie || !inTree[st.ppid] {
 		if err == nil {
 			unix.Close(fd)
 		}

@@ -13,5 +13,8 @@ func BecomeSubreaper() error { return errors.ErrUnsupported }
 // Descendants needs Linux's /proc.
 func Descendants() ([]int, error) { return nil, errors.ErrUnsupported }
 
+// DescendantsOf needs Linux's /proc.
+func DescendantsOf(pid int) ([]int, error) { return nil, errors.ErrUnsupported }
+
 // KillSubtree needs Linux.
 func KillSubtree(grace time.Duration, reap func()) (int, error) { return 0, errors.ErrUnsupported }

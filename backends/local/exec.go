@@ -482,7 +482,8 @@ func (c *call) signal(sig syscall.Signal, shell shellWatch) {
 	// leave its children to another parent.
 	outside, _ := killtree.MarkedPids(c.marker)
 	if running {
-		outside = append(append(outside, pgid), descendants(pgid)...)
+		kids, _ := killtree.DescendantsOf(pgid)
+		outside = append(append(outside, pgid), kids...)
 	}
 	// A running shell holds its group's id; once it has exited the id may
 	// be an unrelated group's, so only one with a process of ours is hit.
@@ -594,9 +595,18 @@ func (p *stdinPipe) feed(src io.Reader) {
 	// that closed its stdin fails the copy's write (EPIPE, not an error)
 	// instead of leaving it blocked.
 	p.r.Close()
+	copyInput(p.w, src, func() { p.w.Close() })
+}
+
+// copyInput copies src to dst in the background until src ends or fails,
+// then calls end when set. Exec never waits for it (src may never end):
+// closing dst ends the copy at its next write.
+func copyInput(dst io.Writer, src io.Reader, end func()) {
 	go func() {
-		defer p.w.Close()
-		_, _ = io.Copy(p.w, src)
+		if end != nil {
+			defer end()
+		}
+		_, _ = io.Copy(dst, src)
 	}()
 }
 

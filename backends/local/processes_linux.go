@@ -3,12 +3,9 @@
 package local
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -85,61 +82,4 @@ func (s shellWatch) close() {
 	if s.fd >= 0 {
 		unix.Close(s.fd)
 	}
-}
-
-// descendants lists the live processes below pid by their parents in
-// /proc: a child that left the group and cleared its environment is one
-// as long as its parents live.
-func descendants(pid int) []int {
-	names, err := procNames()
-	if err != nil {
-		return nil
-	}
-	kids := map[int][]int{}
-	for _, n := range names {
-		p, err := strconv.Atoi(n)
-		if err != nil || p <= 0 {
-			continue
-		}
-		if ppid, ok := parentOf(p); ok {
-			kids[ppid] = append(kids[ppid], p)
-		}
-	}
-	var out []int
-	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
-		for _, c := range kids[queue[0]] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
-}
-
-func procNames() ([]string, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
-}
-
-// parentOf reads a live process's parent from /proc/<pid>/stat ("pid
-// (comm) state ppid ...": comm may hold spaces and parentheses, so the
-// fields are read after the last ')').
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 || len(f[0]) == 0 || f[0][0] == 'Z' || f[0][0] == 'X' {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	return ppid, err == nil
 }

@@ -24,11 +24,10 @@ func killPids(op string, pids, mine []int, grace time.Duration) (int, error) {
 	return 0, opsapi.E(op, "", nil, fmt.Errorf("killing single processes: %w", errors.ErrUnsupported))
 }
 
-// shellWatch needs pidfds, and descendants /proc (Linux): elsewhere the
-// shell never counts as running and no descendant is found.
+// shellWatch needs pidfds (Linux): elsewhere the shell never counts as
+// running.
 type shellWatch struct{}
 
 func watchShell(int) shellWatch  { return shellWatch{} }
 func (shellWatch) running() bool { return false }
 func (shellWatch) close()        {}
-func descendants(pid int) []int  { return nil }

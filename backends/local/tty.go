@@ -102,7 +102,7 @@ func (t *terminal) feed(src io.Reader) {
 	if t == nil || src == nil {
 		return
 	}
-	go func() { _, _ = io.Copy(t.master, src) }()
+	copyInput(t.master, src, nil)
 }
 
 // follow applies each size from sizes until stop is called; stop returns
