@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -191,6 +192,23 @@ sleep 30`,
 		eq(t, "timed out", res.TimedOut, false)
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("returned after %v: the SIGKILL came late", d)
+		}
+	})
+	t.Run("Exec_a_signal_sent_before_the_command_runs_is_not_lost", func(t *testing.T) {
+		// A background process signalled right after its start: the
+		// signal is waiting before the shell has even been exec'd (or,
+		// with cgroups, has entered its group). It must still land.
+		ws := s.signalCase(t)
+		for i := range 3 {
+			sigs := make(chan syscall.Signal, 1)
+			sigs <- syscall.SIGTERM
+			start := time.Now()
+			res, err := ws.Exec(ctxOf(t), opsapi.ExecRequest{Command: "sleep 30", Signals: sigs, Timeout: time.Minute})
+			must(t, err)
+			eq(t, fmt.Sprintf("round %d: exit code", i), res.ExitCode, 143)
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("round %d: returned after %v: the SIGTERM was lost", i, d)
+			}
 		}
 	})
 }

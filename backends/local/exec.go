@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -471,8 +472,15 @@ func (c *call) relaySignals() (stop func()) {
 // signalled is skipped.
 func (c *call) signal(sig syscall.Signal, shell shellWatch) {
 	if c.cg != nil {
-		if _, err := c.cg.Signal(sig); err != nil {
+		pids, err := c.cg.Signal(sig)
+		if err != nil {
 			c.w.logger.Debug("signal", "sig", sig, "err", err)
+		}
+		// A command that enters its cgroup itself (cgroup v1, or the
+		// sandbox's entry) is outside it until its wrapper has written
+		// its pid: a signal sent that early would reach no one.
+		if shell.running() && !slices.Contains(pids, c.cmd.Process.Pid) {
+			_ = c.cmd.Process.Signal(sig)
 		}
 		return
 	}

@@ -29,6 +29,7 @@ func backgroundCases(t *testing.T, newWS func(t *testing.T) *client.Workspace) {
 		{"A_1GiB_log_stays_within_its_bound", bgLogBound},
 		{"Stdin_reaches_cat_and_its_close_ends_it", bgStdin},
 		{"Signals_reach_the_tree_and_a_kill_is_128_plus_N", bgSignals},
+		{"A_signal_right_after_the_start_lands", bgSignalAtStart},
 		{"Remove_kills_the_whole_tree", bgRemoveKillsTree},
 		{"Wait_times_out_as_an_answer_and_unknown_ids_are_not_found", bgWaitAndUnknown},
 	} {
@@ -208,6 +209,22 @@ func bgSignals(t *testing.T, ws *client.Workspace) {
 	}
 	if err := ws.SignalProcess(ctx, p.ID, "SIGTERM"); !errors.Is(err, opsapi.ErrInvalid) {
 		t.Fatalf("a signal to an ended process: %v, want ErrInvalid", err)
+	}
+}
+
+// bgSignalAtStart signals a process the moment its start is answered,
+// before its command may have been exec'd: the signal must not be lost.
+func bgSignalAtStart(t *testing.T, ws *client.Workspace) {
+	ctx := testCtx(t)
+	for i := range 5 {
+		p := start(t, ws, wire.StartProcessRequest{ExecRequest: wire.ExecRequest{Command: "sleep 60"}})
+		if err := ws.SignalProcess(ctx, p.ID, "SIGTERM"); err != nil {
+			t.Fatal(err)
+		}
+		end, err := ws.WaitProcess(ctx, p.ID, 20)
+		if err != nil || end.State != wire.ProcessExited || end.Result.ExitCode != 143 {
+			t.Fatalf("round %d: 20 s after a SIGTERM sent at once: %+v, %v", i, end, err)
+		}
 	}
 }
 
