@@ -290,3 +290,38 @@ func TestCancelKills(t *testing.T) {
 		t.Fatalf("canceled: %+v, %v", res, err)
 	}
 }
+
+// TestCancelThenConnectionLossReturns: a command canceled, whose
+// connection then ends before the agent answers the kill, returns at once
+// rather than after the kill's answer timeout. A broker's DELETE of a
+// docker workspace does exactly this (it cancels the workspace's commands,
+// then Destroy closes the agent's connection), and an Exec over HTTP hung
+// for 30 s after its workspace was gone. The command ignores SIGTERM and
+// the grace is long, so the agent cannot answer before the close.
+func TestCancelThenConnectionLossReturns(t *testing.T) {
+	c, _ := serve(t)
+	slow := cfg
+	slow.KillGrace = 10 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &testutil.LockedBuffer{}
+	type result struct {
+		res opsapi.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.Exec(ctx, opsapi.ExecRequest{Command: "trap '' TERM; echo started; sleep 60", Output: out}, "/", nil, slow)
+		done <- result{res, err}
+	}()
+	waitOutput(t, out, "started")
+	cancel()
+	time.Sleep(300 * time.Millisecond) // the kill is asked for
+	c.Close()
+	select {
+	case r := <-done:
+		t.Logf("Exec ended with %+v, %v", r.res, r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Exec still running 5s after its connection ended")
+	}
+}

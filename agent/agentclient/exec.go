@@ -178,6 +178,9 @@ type execCall struct {
 	killed chan int
 	stderr io.Writer // FrameStderr's payloads, when asked for apart
 	done   chan struct{}
+	// ended is closed when readFrames has returned: no frame, FrameKilled
+	// included, comes after it.
+	ended  chan struct{}
 	once   sync.Once
 	wmu    sync.Mutex
 	credit *credit // stdin the agent will take now (FrameStdinAck)
@@ -190,7 +193,7 @@ type execCall struct {
 func newExecCall(st net.Conn) *execCall {
 	r, w := io.Pipe()
 	return &execCall{st: st, out: r, outW: w, events: make(chan execpump.Event, 4),
-		killed: make(chan int, 1), done: make(chan struct{}),
+		killed: make(chan int, 1), done: make(chan struct{}), ended: make(chan struct{}),
 		credit: newCredit(agent.StdinWindow), stdinClosed: make(chan struct{})}
 }
 
@@ -219,6 +222,7 @@ func (x *execCall) send(ev execpump.Event) {
 
 // readFrames turns the agent's frames into output and events.
 func (x *execCall) readFrames() {
+	defer close(x.ended)
 	fr := agent.NewFrameReader(x.st)
 	exited := false
 	for {
@@ -276,6 +280,10 @@ func (x *execCall) readFrames() {
 }
 
 // kill asks the agent to end the command's tree and waits for its count.
+// It stops waiting when the stream ends: no answer can come then, and the
+// pump waits for the kill before it returns. A broker's DELETE cancels the
+// command and at once closes the agent's connection (Destroy), so without
+// this an Exec over HTTP hung for killAnswer after its workspace was gone.
 func (x *execCall) kill(grace time.Duration) int {
 	if err := x.frame(agent.FrameKill, nil); err != nil {
 		return 0
@@ -287,6 +295,13 @@ func (x *execCall) kill(grace time.Duration) int {
 		return n
 	case <-t.C:
 	case <-x.done:
+	case <-x.ended:
+		// A count read just before the end is in killed already.
+		select {
+		case n := <-x.killed:
+			return n
+		default:
+		}
 	}
 	return 0
 }
