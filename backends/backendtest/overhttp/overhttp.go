@@ -32,12 +32,6 @@ type Options struct {
 	CreateOptions func(t *testing.T) json.RawMessage
 	// Confined is backendtest.Options.Confined.
 	Confined bool
-	// NoStdin and NoTTY are backendtest's: a reason skips those cases
-	// (a backend served through its fallback, without the in-box agent).
-	NoStdin, NoTTY string
-	// NoBackground, when set, says why the background process cases are
-	// not run here (they run through RunBackground elsewhere).
-	NoBackground string
 }
 
 // Run runs backendtest's suite on workspaces created and used through the
@@ -62,31 +56,12 @@ func Run(t *testing.T, o Options) {
 		return Create(t, c, backend, opts)
 	}
 	t.Run("background", func(t *testing.T) {
-		if o.NoBackground != "" {
-			t.Skip(o.NoBackground)
-		}
 		backgroundCases(t, func(t *testing.T) *client.Workspace { return newWS(t).(*client.Workspace) })
 	})
 	backendtest.Run(t, backendtest.Options{
 		New:       newWS,
 		Confined:  o.Confined,
 		NoSignals: noSignals,
-		NoStdin:   o.NoStdin,
-		NoTTY:     o.NoTTY,
-	})
-}
-
-// RunBackground runs only the background process cases, on workspaces
-// created through the broker and the client.
-func RunBackground(t *testing.T, o Options) {
-	b := newBackend(t, o)
-	c, name := Serve(t, b), b.Name()
-	backgroundCases(t, func(t *testing.T) *client.Workspace {
-		var opts json.RawMessage
-		if o.CreateOptions != nil {
-			opts = o.CreateOptions(t)
-		}
-		return Create(t, c, name, opts).(*client.Workspace)
 	})
 }
 
