@@ -102,3 +102,55 @@ func TestBadExecFramesEndOnlyTheirStream(t *testing.T) {
 	st.Close()
 	stillServes(t, sess, done, "the bad frames")
 }
+
+// TestKillAfterTheJobIsDoneIsAnswered: a kill that comes after the
+// command's tree is gone (the reaper has closed the job's status pipe and
+// ignores it) is still answered, with 0. The client waits for that answer
+// up to half a minute, and a cancel during its drain after the exit comes
+// just then (docker's SIGTERM-to-a-setsid-child conformance case hung so
+// under load).
+func TestKillAfterTheJobIsDoneIsAnswered(t *testing.T) {
+	agentBinary(t)
+	brokerEnd, agentEnd := net.Pipe()
+	s := &agent.Server{Self: binary}
+	go func() { _ = s.ServeConn(agentEnd) }()
+	if _, err := agent.Hello(brokerEnd); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := yamux.Client(brokerEnd, agent.MuxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	spec := agent.ExecSpec{Argv: []string{"/bin/sh", "-c", "exit 3"}, Cwd: "/", GraceMS: 500}
+	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpExec, Exec: &spec}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if got := readExec(st); got.exit != "3" {
+		t.Fatalf("exec: %+v, want exit 3", got)
+	}
+	time.Sleep(500 * time.Millisecond) // the reaper says idle and closes the status pipe
+	if err := agent.WriteFrame(st, agent.FrameKill, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	fr := agent.NewFrameReader(st)
+	for {
+		typ, p, err := fr.Read()
+		if err != nil {
+			t.Fatalf("no answer to a kill after the job was done: %v", err)
+		}
+		if typ == agent.FrameKilled {
+			if string(p) != "0" {
+				t.Errorf("killed %q, want 0", p)
+			}
+			return
+		}
+	}
+}

@@ -32,6 +32,9 @@ type execStream struct {
 	mu     sync.Mutex
 	exited bool // the command's status was sent
 	killed bool // a kill was asked for (and sent to the reaper)
+	// statusDone: relayStatus has ended (the reaper closed the job's
+	// status pipe), so the reaper will answer no later kill.
+	statusDone bool
 	// The exit's frame waits in exitFrame until every relay has sent what
 	// the command wrote before it exited (see exitAfterOutput).
 	relays    []*relay
@@ -271,13 +274,21 @@ func closeFiles(files ...*os.File) {
 }
 
 // kill asks the reaper to end the command's subtree; it answers with a
-// "killed" status line.
+// "killed" status line. Once the job's status pipe has ended the reaper
+// ignores the kill (the job is done, its subtree empty), so the answer is
+// "0" from here: the client waits for it (up to half a minute) and a
+// cancel in its drain after the exit comes just then.
 func (e *execStream) kill() {
 	e.mu.Lock()
 	first := !e.killed
 	e.killed = true
+	over := e.statusDone
 	e.mu.Unlock()
-	if first {
+	switch {
+	case !first:
+	case over:
+		_ = e.frame(FrameKilled, []byte("0"))
+	default:
 		e.r.kill(e.id)
 	}
 }
@@ -432,6 +443,7 @@ func (e *execStream) relayStatus(s *Server, r *os.File) {
 	}
 	e.mu.Lock()
 	askedKill := e.killed
+	e.statusDone = true // a kill from now on is kill's to answer
 	e.mu.Unlock()
 	if askedKill && !sawKilled {
 		// The reaper had already ended when the kill came: nothing was
