@@ -110,28 +110,9 @@ func TestBadExecFramesEndOnlyTheirStream(t *testing.T) {
 // just then (docker's SIGTERM-to-a-setsid-child conformance case hung so
 // under load).
 func TestKillAfterTheJobIsDoneIsAnswered(t *testing.T) {
-	agentBinary(t)
-	brokerEnd, agentEnd := net.Pipe()
-	s := &agent.Server{Self: binary}
-	go func() { _ = s.ServeConn(agentEnd) }()
-	if _, err := agent.Hello(brokerEnd); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := yamux.Client(brokerEnd, agent.MuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	st, err := sess.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, _ := rawAgent(t)
+	st := openExec(t, sess, agent.ExecSpec{Argv: []string{"/bin/sh", "-c", "exit 3"}})
 	defer st.Close()
-	spec := agent.ExecSpec{Argv: []string{"/bin/sh", "-c", "exit 3"}, Cwd: "/", GraceMS: 500}
-	if err := agent.WriteRequest(st, agent.Request{Op: agent.OpExec, Exec: &spec}); err != nil {
-		t.Fatal(err)
-	}
-	_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if got := readExec(st); got.exit != "3" {
 		t.Fatalf("exec: %+v, want exit 3", got)
 	}
