@@ -28,12 +28,15 @@
 //     v3 session (package sftpserver, with its one-trip extensions);
 //     op "exec" runs a command and answers with frames (WriteFrame);
 //     the client's frames on it kill the command, signal it, feed its
-//     stdin and resize its terminal.
+//     stdin and resize its terminal. Version 4: op "read" answers a
+//     file's size and then its bytes, op "fill" writes the stream's
+//     bytes into an existing (temporary) file.
 //
 // SFTP is kept for files, not a typed protocol: pkg/sftp's client and
-// server are maintained, pipelined (many requests in flight, which is what
-// makes large reads fast) and already shared by every remote backend
-// (package sftpops); the agent only changes what carries it.
+// server are maintained, pipelined and already shared by every remote
+// backend (package sftpops); the agent only changes what carries it. The
+// bytes of whole files are the exception (read, fill): one raw stream in
+// 512 KiB frames instead of a request and an answer per 32 KiB packet.
 //
 // # Commands and the kill
 //

@@ -16,13 +16,14 @@ import (
 
 // Version is the protocol version this build speaks; MinVersion the
 // oldest it accepts from a peer. Version 2 added a command's stdin and
-// signals (StdioVersion), version 3 its terminal (TTYVersion). Older
+// signals (StdioVersion), version 3 its terminal (TTYVersion), version 4
+// file bytes as raw streams, both ways (RawVersion). Older
 // peers are still served: an agent never sends a client anything it did
 // not ask for (FrameStdinAck and FrameStdinClosed answer stdin only,
 // which an older client never sends), and a client refuses, before it
 // asks, what an older agent would silently ignore.
 const (
-	Version    = 3
+	Version    = 4
 	MinVersion = 1
 )
 
@@ -33,6 +34,9 @@ const StdioVersion = 2
 // TTYVersion is the first version that runs a command on a terminal
 // (ExecSpec.TTY, FrameResize).
 const TTYVersion = 3
+
+// RawVersion is the first version that serves OpRead and OpFill.
+const RawVersion = 4
 
 // helloPrefix starts each side's hello line.
 const helloPrefix = "wsb-agent "
@@ -118,7 +122,35 @@ const (
 	OpSFTP     = "sftp"
 	OpExec     = "exec"
 	OpIdentity = "id" // the agent answers with its Identity, as JSON
+	// OpRead streams the regular file at Request.Path: the agent answers
+	// a ReadReply header (as a request's: length and JSON), then, if it
+	// opened the file, exactly ReadReply.Size bytes (all there is when
+	// Size is 0, for a pseudo-file whose size says nothing) and closes
+	// the stream. Fewer bytes mean the read failed. Version 4.
+	OpRead = "read"
+	// OpFill writes the stream's bytes, up to the client's close of its
+	// side, into the existing file at Request.Path (truncated first, links
+	// not followed): the temporary file of an atomic write, which the
+	// client then gives its mode and renames over SFTP, or discards. The
+	// agent answers a FillReply header. Version 4.
+	OpFill = "fill"
 )
+
+// FillReply answers OpFill once the client's side has ended.
+type FillReply struct {
+	Written int64 `json:"written"`
+	// Errno is why the bytes could not all be written (ENOSPC...).
+	Errno int `json:"errno,omitempty"`
+}
+
+// ReadReply answers OpRead.
+type ReadReply struct {
+	Size int64 `json:"size"`
+	// Errno is why the file could not be opened (ENOENT, EACCES, EISDIR...).
+	Errno int `json:"errno,omitempty"`
+	// Invalid says why a path that opened is not read (not a regular file).
+	Invalid string `json:"invalid,omitempty"`
+}
 
 // Identity is the account the agent runs as, which is the account of
 // every file operation and command it serves.
@@ -131,6 +163,8 @@ type Identity struct {
 type Request struct {
 	Op   string    `json:"op"`
 	Exec *ExecSpec `json:"exec,omitempty"`
+	// Path is OpRead's and OpFill's absolute path.
+	Path string `json:"path,omitempty"`
 }
 
 // ExecSpec is a command to run.
@@ -176,13 +210,43 @@ func (s ExecSpec) argv() []string {
 }
 
 // WriteRequest writes a stream's header.
-func WriteRequest(w io.Writer, req Request) error {
-	b, err := json.Marshal(req)
+func WriteRequest(w io.Writer, req Request) error { return writeHeader(w, req) }
+
+// ReadRequest reads a stream's header.
+func ReadRequest(r io.Reader) (Request, error) {
+	var req Request
+	err := readHeader(r, &req)
+	return req, err
+}
+
+// WriteReadReply writes OpRead's answer header.
+func WriteReadReply(w io.Writer, rep ReadReply) error { return writeHeader(w, rep) }
+
+// ReadReadReply reads OpRead's answer header.
+func ReadReadReply(r io.Reader) (ReadReply, error) {
+	var rep ReadReply
+	err := readHeader(r, &rep)
+	return rep, err
+}
+
+// WriteFillReply writes OpFill's answer header.
+func WriteFillReply(w io.Writer, rep FillReply) error { return writeHeader(w, rep) }
+
+// ReadFillReply reads OpFill's answer header.
+func ReadFillReply(r io.Reader) (FillReply, error) {
+	var rep FillReply
+	err := readHeader(r, &rep)
+	return rep, err
+}
+
+// writeHeader writes v as a 4-byte big-endian length and its JSON.
+func writeHeader(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	if len(b) > maxHeader {
-		return fmt.Errorf("request header of %d bytes is over the %d-byte limit", len(b), maxHeader)
+		return fmt.Errorf("header of %d bytes is over the %d-byte limit", len(b), maxHeader)
 	}
 	buf := make([]byte, 4, 4+len(b))
 	binary.BigEndian.PutUint32(buf, uint32(len(b)))
@@ -190,25 +254,24 @@ func WriteRequest(w io.Writer, req Request) error {
 	return err
 }
 
-// ReadRequest reads a stream's header.
-func ReadRequest(r io.Reader) (Request, error) {
+// readHeader reads what writeHeader wrote into v.
+func readHeader(r io.Reader, v any) error {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return Request{}, err
+		return err
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > maxHeader {
-		return Request{}, fmt.Errorf("request header of %d bytes is over the %d-byte limit", size, maxHeader)
+		return fmt.Errorf("header of %d bytes is over the %d-byte limit", size, maxHeader)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return Request{}, err
+		return err
 	}
-	var req Request
-	if err := json.Unmarshal(b, &req); err != nil {
-		return Request{}, fmt.Errorf("request header: %w", err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("header: %w", err)
 	}
-	return req, nil
+	return nil
 }
 
 // Frame types of an exec stream. From the agent: output, exit, error,

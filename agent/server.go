@@ -79,6 +79,10 @@ func (s *Server) serveStream(st *yamux.Stream) {
 		if err := json.NewEncoder(st).Encode(id); err != nil {
 			s.log().Debug("identity", "err", err)
 		}
+	case OpRead:
+		s.serveRead(st, req.Path)
+	case OpFill:
+		s.serveFill(st, req.Path)
 	case OpExec:
 		if req.Exec == nil {
 			s.log().Warn("exec request without a command")

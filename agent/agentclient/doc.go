@@ -3,5 +3,6 @@
 // session on a stream of its own for file operations, and commands run
 // with opsapi's semantics (package execpump: output, timeout, drain, the
 // kill) on streams of their own, with their stdin and signals when the
-// agent speaks protocol version 2 (agent.StdioVersion).
+// agent speaks protocol version 2 (agent.StdioVersion), and, from version
+// 4 (agent.RawVersion), whole-file bytes as raw streams (ReadFile, Fill).
 package agentclient

@@ -66,6 +66,15 @@ func BenchmarkEngine(b *testing.B) {
 			}
 		})
 	})
+	b.Run("Write1MiB", func(b *testing.B) {
+		data := strings.Repeat("w", 1<<20)
+		b.SetBytes(int64(len(data)))
+		p50(b, func() {
+			if err := ws.WriteFile(b.Context(), "w1m.bin", strings.NewReader(data)); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 	b.Run("Read8MiB", func(b *testing.B) {
 		const big = 8 << 20
 		if err := ws.WriteFile(b.Context(), "big.bin", strings.NewReader(strings.Repeat("z", big))); err != nil {

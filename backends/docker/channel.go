@@ -75,6 +75,36 @@ func (w *Workspace) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.
 	return c.client, nil
 }
 
+// readFile opens a file as one raw stream through the agent (see
+// sftpops.Options.ReadFile); without the agent, Open reads over SFTP.
+// A connection found lost is replaced once, as SFTP's is.
+func (w *Workspace) readFile(ctx context.Context, abs string) (io.ReadCloser, error) {
+	a := w.agentClient(ctx)
+	if a == nil {
+		return nil, errors.ErrUnsupported
+	}
+	rc, err := a.ReadFile(ctx, abs)
+	if err != nil && a.IsClosed() && ctx.Err() == nil {
+		if a = w.agentClient(ctx); a == nil {
+			return nil, errors.ErrUnsupported
+		}
+		return a.ReadFile(ctx, abs)
+	}
+	return rc, err
+}
+
+// fill writes a WriteFile's data into its temporary file as one raw
+// stream through the agent (see sftpops.Options.Fill); without the agent
+// the data goes over SFTP. Not retried: r may be half read.
+func (w *Workspace) fill(ctx context.Context, abs string, r io.Reader) error {
+	a := w.agentClient(ctx)
+	if a == nil {
+		return errors.ErrUnsupported
+	}
+	_, err := a.Fill(ctx, abs, r)
+	return err
+}
+
 // channel returns the live channel, opening one when needed.
 func (w *Workspace) channel(ctx context.Context, broken *sftp.Client) (*channel, error) {
 	select {

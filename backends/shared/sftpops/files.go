@@ -61,6 +61,15 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.opt.ReadFile != nil {
+		rc, err := f.opt.ReadFile(ctx, abs)
+		switch {
+		case err == nil:
+			return &mappedReader{rc: rc, op: f.op("Read"), path: p}, nil
+		case !errors.Is(err, errors.ErrUnsupported):
+			return nil, MapErr(op, p, err)
+		}
+	}
 	o, err := withValue(ctx, f, true, func(c *sftp.Client) (opened, error) {
 		statPath := abs
 		if _, ok := c.HasExtension(sftpext.ReadSmall); ok {
@@ -104,6 +113,24 @@ func (f *FS) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	}
 	return r, nil
 }
+
+// mappedReader gives a raw stream's read errors the operation's name and
+// path and an opsapi kind, as reader does.
+type mappedReader struct {
+	rc   io.ReadCloser
+	op   string
+	path string
+}
+
+func (r *mappedReader) Read(b []byte) (int, error) {
+	n, err := r.rc.Read(b)
+	if err != nil && err != io.EOF {
+		err = MapErr(r.op, r.path, err)
+	}
+	return n, err
+}
+
+func (r *mappedReader) Close() error { return r.rc.Close() }
 
 // opened is what Open learned in its round trips: the content of a small
 // file the server sent with its attributes (ReadSmall), or an open handle
@@ -517,12 +544,24 @@ func (f *FS) place(ctx context.Context, c *sftp.Client, abs string) (placement, 
 	})
 }
 
+// fillData writes r into the temporary file: as one raw stream where
+// Options.Fill offers it, otherwise in SFTP packets.
+func (f *FS) fillData(ctx context.Context, file *sftp.File, r io.Reader) error {
+	if f.opt.Fill != nil {
+		err := f.opt.Fill(ctx, file.Name(), ctxReader{ctx, r})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
+	return err
+}
+
 // fill writes r into the temporary file, gives it the old file's mode
 // and owner, and syncs it when the server offers that and it is wanted.
 func (f *FS) fill(ctx context.Context, c *sftp.Client, file *sftp.File, r io.Reader, old os.FileInfo) error {
 	return wait(ctx, func() error {
-		_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
-		if err != nil {
+		if err := f.fillData(ctx, file, r); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {

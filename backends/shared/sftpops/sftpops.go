@@ -57,6 +57,16 @@ type Options struct {
 	// content rather than an empty file, for a round trip that costs
 	// a journal commit (milliseconds on a busy disk).
 	NoSync bool
+	// ReadFile, when set, opens a file's bytes as one raw stream (the
+	// in-box agent's read), which Open uses for files past the inline
+	// size instead of SFTP's packet-by-packet reads. errors.ErrUnsupported
+	// sends Open back to SFTP.
+	ReadFile func(ctx context.Context, abs string) (io.ReadCloser, error)
+	// Fill, when set, writes the data of a WriteFile into its temporary
+	// file as one raw stream (the in-box agent's fill); naming, modes,
+	// sync and the rename stay SFTP's. errors.ErrUnsupported sends
+	// WriteFile back to SFTP's writes.
+	Fill func(ctx context.Context, abs string, r io.Reader) error
 }
 
 // FS is the file operations of one workspace over SFTP.

@@ -1,0 +1,123 @@
+package agentclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"syscall"
+
+	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// ReadFile opens the regular file at the absolute path abs as a raw byte
+// stream (agent.OpRead), for large reads at the connection's speed. An
+// agent older than agent.RawVersion answers errors.ErrUnsupported, so
+// the caller reads over SFTP. A failure to open is a *fs.PathError with
+// the agent's errno, or opsapi.ErrInvalid for what is not a regular
+// file. Reading ends with ctx: the stream is closed and Read returns
+// ctx's error.
+func (c *Client) ReadFile(ctx context.Context, abs string) (io.ReadCloser, error) {
+	if c.Version < agent.RawVersion {
+		return nil, errors.ErrUnsupported
+	}
+	st, err := c.open(ctx, agent.Request{Op: agent.OpRead, Path: abs})
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	rep, err := agent.ReadReadReply(st)
+	if err == nil && rep.Errno != 0 {
+		err = &fs.PathError{Op: "open", Path: abs, Err: syscall.Errno(rep.Errno)}
+	}
+	if err == nil && rep.Invalid != "" {
+		err = opsapi.E("agent.read", abs, opsapi.ErrInvalid, errors.New(rep.Invalid))
+	}
+	if err != nil {
+		stop()
+		st.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return &fileStream{ctx: ctx, st: st, stop: stop, left: rep.Size, sized: rep.Size > 0, path: abs}, nil
+}
+
+// fileStream is a file's bytes on an OpRead stream.
+type fileStream struct {
+	ctx   context.Context
+	st    net.Conn
+	stop  func() bool
+	left  int64
+	sized bool // left counts down to 0; otherwise read to the end
+	path  string
+}
+
+func (r *fileStream) Read(p []byte) (int, error) {
+	if r.sized {
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		if int64(len(p)) > r.left {
+			p = p[:r.left]
+		}
+	}
+	n, err := r.st.Read(p)
+	r.left -= int64(n)
+	switch {
+	case err == nil:
+		return n, nil
+	case r.ctx.Err() != nil:
+		return n, r.ctx.Err()
+	case errors.Is(err, io.EOF) && r.sized:
+		return n, fmt.Errorf("reading %s: the file ended %d bytes short of its size (it shrank, or the agent failed): %w", r.path, r.left, io.ErrUnexpectedEOF)
+	}
+	return n, err
+}
+
+func (r *fileStream) Close() error {
+	r.stop()
+	return r.st.Close()
+}
+
+// Fill writes what r yields into the existing file at the absolute path
+// abs as one raw stream (agent.OpFill): the temporary file of an atomic
+// write, which the caller commits or discards. An agent older than
+// agent.RawVersion answers errors.ErrUnsupported. When r fails or ctx
+// ends, the error is returned and the file holds part of the data.
+func (c *Client) Fill(ctx context.Context, abs string, r io.Reader) (int64, error) {
+	if c.Version < agent.RawVersion {
+		return 0, errors.ErrUnsupported
+	}
+	st, err := c.open(ctx, agent.Request{Op: agent.OpFill, Path: abs})
+	if err != nil {
+		return 0, err
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	defer st.Close()
+	// Large writes: one yamux frame per write (see agent.RawChunk).
+	_, err = io.CopyBuffer(struct{ io.Writer }{st}, struct{ io.Reader }{r}, make([]byte, agent.RawChunk))
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, err
+	}
+	// Closing the stream ends the agent's copy; its answer still comes.
+	st.Close()
+	rep, err := agent.ReadFillReply(st)
+	switch {
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	case err != nil:
+		return 0, fmt.Errorf("agent fill %s: %w", abs, err)
+	case rep.Errno != 0:
+		return rep.Written, &fs.PathError{Op: "write", Path: abs, Err: syscall.Errno(rep.Errno)}
+	}
+	return rep.Written, nil
+}

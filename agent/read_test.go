@@ -1,0 +1,206 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// TestReadFileStreamsTheWholeFile: OpRead gives a file's bytes exactly,
+// large and empty alike, and a pseudo-file's to its end.
+func TestReadFileStreamsTheWholeFile(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	big := make([]byte, 3<<20+17)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"big": big, "empty": nil, "small": []byte("hi\n")} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := c.ReadFile(t.Context(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes, %v; want %d bytes", name, len(got), err, len(data))
+		}
+	}
+	rc, err := c.ReadFile(t.Context(), "/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !strings.Contains(string(got), "Pid:") {
+		t.Fatalf("/proc/self/status read as %q", got)
+	}
+}
+
+// TestReadFileRefusesWhatIsNotAFile: a missing path, a directory and a
+// fifo are refused with their kinds, and the fifo does not hang the
+// agent waiting for a writer.
+func TestReadFileRefusesWhatIsNotAFile(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		kind error
+	}{
+		{filepath.Join(dir, "missing"), opsapi.ErrNotExist},
+		{dir, opsapi.ErrIsDir},
+		{fifo, opsapi.ErrInvalid},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, err := c.ReadFile(ctx, tc.path)
+		cancel()
+		if k := opsapi.Classify(err); k != tc.kind {
+			t.Errorf("ReadFile(%s) = %v (%v), want %v", tc.path, err, k, tc.kind)
+		}
+	}
+}
+
+// TestReadFileLeftEarlyFreesTheAgent: a reader that closes after the
+// first bytes of a large file does not leave the agent blocked on a full
+// window, holding the file open.
+func TestReadFileLeftEarlyFreesTheAgent(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 32<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		rc, err := c.ReadFile(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(rc, make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	// The agent serves in this process: its descriptors of the file
+	// must go at once, not when yamux gives up on the streams (30 s).
+	deadline := time.Now().Add(5 * time.Second)
+	for openOf(t, p) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors of the file still open 5 s after the readers left", openOf(t, p))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// openOf counts this process's descriptors open on path.
+func openOf(t *testing.T, path string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReadFileEndsWithItsContext: a cancel mid-read ends Read with the
+// context's error, not a short file taken for whole.
+func TestReadFileEndsWithItsContext(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("y"), 32<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	rc, err := c.ReadFile(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadFull(rc, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.Copy(io.Discard, rc); !errors.Is(err, context.Canceled) {
+		t.Fatalf("reading on after the cancel: %v, want context.Canceled", err)
+	}
+}
+
+// TestFillWritesIntoAnExistingFile: OpFill replaces an existing file's
+// content, refuses a missing one, and does not follow a link.
+func TestFillWritesIntoAnExistingFile(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tmp")
+	if err := os.WriteFile(p, []byte("old content that is longer"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789"), 300_000)
+	n, err := c.Fill(t.Context(), p, bytes.NewReader(data))
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Fill = %d, %v", n, err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatalf("the file holds %d bytes, want %d", len(got), len(data))
+	}
+	if _, err := c.Fill(t.Context(), filepath.Join(dir, "missing"), strings.NewReader("x")); opsapi.Classify(err) != opsapi.ErrNotExist {
+		t.Errorf("Fill of a missing file: %v, want not_exist", err)
+	}
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fill(t.Context(), link, strings.NewReader("through the link")); err == nil {
+		t.Error("Fill followed a link")
+	}
+	if got, _ := os.ReadFile(target); string(got) != "kept" {
+		t.Errorf("the link's target holds %q", got)
+	}
+}
+
+// TestFillStopsWhenItsReaderFails: a failing source is the call's error
+// (the caller then discards the temporary file).
+func TestFillStopsWhenItsReaderFails(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tmp")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("source failed")
+	r := io.MultiReader(strings.NewReader("partial"), iotestErr{boom})
+	if _, err := c.Fill(t.Context(), p, r); !errors.Is(err, boom) {
+		t.Fatalf("Fill with a failing reader: %v, want %v", err, boom)
+	}
+}
+
+type iotestErr struct{ err error }
+
+func (e iotestErr) Read([]byte) (int, error) { return 0, e.err }
