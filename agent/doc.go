@@ -30,13 +30,15 @@
 //     the client's frames on it kill the command, signal it, feed its
 //     stdin and resize its terminal. Version 4: op "read" answers a
 //     file's size and then its bytes, op "fill" writes the stream's
-//     bytes into an existing (temporary) file.
+//     bytes into an existing (temporary) file, op "readdir" lists a
+//     directory in one answer.
 //
 // SFTP is kept for files, not a typed protocol: pkg/sftp's client and
 // server are maintained, pipelined and already shared by every remote
 // backend (package sftpops); the agent only changes what carries it. The
 // bytes of whole files are the exception (read, fill): one raw stream in
-// 512 KiB frames instead of a request and an answer per 32 KiB packet.
+// 512 KiB frames instead of a request and an answer per 32 KiB packet; so
+// are listings (readdir), one answer instead of a round trip per batch.
 //
 // # Commands and the kill
 //

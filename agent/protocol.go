@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/yamux"
+
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // Version is the protocol version this build speaks; MinVersion the
@@ -35,7 +38,8 @@ const StdioVersion = 2
 // (ExecSpec.TTY, FrameResize).
 const TTYVersion = 3
 
-// RawVersion is the first version that serves OpRead and OpFill.
+// RawVersion is the first version that serves OpRead, OpFill and
+// OpReadDir.
 const RawVersion = 4
 
 // helloPrefix starts each side's hello line.
@@ -134,7 +138,42 @@ const (
 	// client then gives its mode and renames over SFTP, or discards. The
 	// agent answers a FillReply header. Version 4.
 	OpFill = "fill"
+	// OpReadDir lists the directory at Request.Path in one answer: a
+	// ReadDirReply header, then, if it was read, the entries as one gob
+	// []DirEntry (sorted by name, each described as a stat would:
+	// a link by its target where it resolves, flagged Symlink; times in
+	// whole seconds, as SFTP gives them). Version 4.
+	OpReadDir = "readdir"
 )
+
+// DirEntry is an entry of OpReadDir's list: opsapi.FileInfo with its
+// time in Unix seconds. The list is a gob, not JSON: decoding a thousand
+// JSON entries (their RFC 3339 times above all) was most of a listing's
+// cost, and both ends are this package.
+type DirEntry struct {
+	Name    string
+	Type    opsapi.FileType
+	Size    int64
+	Mode    uint32
+	ModTime int64
+	Symlink bool
+}
+
+// NewDirEntry is fi as a DirEntry.
+func NewDirEntry(fi opsapi.FileInfo) DirEntry {
+	return DirEntry{Name: fi.Name, Type: fi.Type, Size: fi.Size, Mode: uint32(fi.Mode), ModTime: fi.ModTime.Unix(), Symlink: fi.Symlink}
+}
+
+// FileInfo is e as opsapi.FileInfo.
+func (e DirEntry) FileInfo() opsapi.FileInfo {
+	return opsapi.FileInfo{Name: e.Name, Type: e.Type, Size: e.Size, Mode: fs.FileMode(e.Mode).Perm(), ModTime: time.Unix(e.ModTime, 0), Symlink: e.Symlink}
+}
+
+// ReadDirReply answers OpReadDir.
+type ReadDirReply struct {
+	// Errno is why the directory could not be read (ENOENT, ENOTDIR...).
+	Errno int `json:"errno,omitempty"`
+}
 
 // FillReply answers OpFill once the client's side has ended.
 type FillReply struct {
@@ -163,7 +202,7 @@ type Identity struct {
 type Request struct {
 	Op   string    `json:"op"`
 	Exec *ExecSpec `json:"exec,omitempty"`
-	// Path is OpRead's and OpFill's absolute path.
+	// Path is the absolute path of OpRead, OpFill and OpReadDir.
 	Path string `json:"path,omitempty"`
 }
 
@@ -235,6 +274,16 @@ func WriteFillReply(w io.Writer, rep FillReply) error { return writeHeader(w, re
 // ReadFillReply reads OpFill's answer header.
 func ReadFillReply(r io.Reader) (FillReply, error) {
 	var rep FillReply
+	err := readHeader(r, &rep)
+	return rep, err
+}
+
+// WriteReadDirReply writes OpReadDir's answer header.
+func WriteReadDirReply(w io.Writer, rep ReadDirReply) error { return writeHeader(w, rep) }
+
+// ReadReadDirReply reads OpReadDir's answer header.
+func ReadReadDirReply(r io.Reader) (ReadDirReply, error) {
+	var rep ReadDirReply
 	err := readHeader(r, &rep)
 	return rep, err
 }

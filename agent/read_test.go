@@ -204,3 +204,46 @@ func TestFillStopsWhenItsReaderFails(t *testing.T) {
 type iotestErr struct{ err error }
 
 func (e iotestErr) Read([]byte) (int, error) { return 0, e.err }
+
+// TestReadDirListsInOneAnswer: OpReadDir lists sorted entries described
+// as a stat would (a link by its target, flagged; a dangling one as a
+// link), times in whole seconds, and refuses a file and a missing path.
+func TestReadDirListsInOneAnswer(t *testing.T) {
+	c, _ := serve(t)
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "b.txt"), []byte("12345"), 0o640))
+	must(os.Mkdir(filepath.Join(dir, "a-dir"), 0o750))
+	must(os.Symlink("b.txt", filepath.Join(dir, "c-link")))
+	must(os.Symlink("nowhere", filepath.Join(dir, "d-dangling")))
+	got, err := c.ReadDir(t.Context(), dir)
+	must(err)
+	mtime, _ := os.Stat(filepath.Join(dir, "b.txt"))
+	want := []opsapi.FileInfo{
+		{Name: "a-dir", Type: opsapi.TypeDir, Mode: 0o750},
+		{Name: "b.txt", Type: opsapi.TypeFile, Size: 5, Mode: 0o640, ModTime: time.Unix(mtime.ModTime().Unix(), 0)},
+		{Name: "c-link", Type: opsapi.TypeFile, Size: 5, Mode: 0o640, ModTime: time.Unix(mtime.ModTime().Unix(), 0), Symlink: true},
+		{Name: "d-dangling", Type: opsapi.TypeSymlink, Symlink: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries: %+v", len(got), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.Name || g.Type != w.Type || g.Symlink != w.Symlink || (w.Type == opsapi.TypeFile && (g.Size != w.Size || g.Mode != w.Mode || !g.ModTime.Equal(w.ModTime))) ||
+			(w.Type == opsapi.TypeDir && g.Mode != w.Mode) || g.ModTime.Nanosecond() != 0 {
+			t.Errorf("entry %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if _, err := c.ReadDir(t.Context(), filepath.Join(dir, "b.txt")); opsapi.Classify(err) != opsapi.ErrNotDir {
+		t.Errorf("ReadDir of a file: %v, want not_dir", err)
+	}
+	if _, err := c.ReadDir(t.Context(), filepath.Join(dir, "missing")); opsapi.Classify(err) != opsapi.ErrNotExist {
+		t.Errorf("ReadDir of a missing path: %v, want not_exist", err)
+	}
+}

@@ -83,6 +83,8 @@ func (s *Server) serveStream(st *yamux.Stream) {
 		s.serveRead(st, req.Path)
 	case OpFill:
 		s.serveFill(st, req.Path)
+	case OpReadDir:
+		s.serveReadDir(st, req.Path)
 	case OpExec:
 		if req.Exec == nil {
 			s.log().Warn("exec request without a command")

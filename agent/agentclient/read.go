@@ -2,6 +2,7 @@ package agentclient
 
 import (
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -120,4 +121,41 @@ func (c *Client) Fill(ctx context.Context, abs string, r io.Reader) (int64, erro
 		return rep.Written, &fs.PathError{Op: "write", Path: abs, Err: syscall.Errno(rep.Errno)}
 	}
 	return rep.Written, nil
+}
+
+// ReadDir lists the directory at the absolute path abs in one round trip
+// (agent.OpReadDir), sorted by name. An agent older than agent.RawVersion
+// answers errors.ErrUnsupported. A failure is a *fs.PathError with the
+// agent's errno.
+func (c *Client) ReadDir(ctx context.Context, abs string) ([]opsapi.FileInfo, error) {
+	if c.Version < agent.RawVersion {
+		return nil, errors.ErrUnsupported
+	}
+	st, err := c.open(ctx, agent.Request{Op: agent.OpReadDir, Path: abs})
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	defer st.Close()
+	rep, err := agent.ReadReadDirReply(st)
+	var entries []agent.DirEntry
+	switch {
+	case err != nil:
+	case rep.Errno != 0:
+		err = &fs.PathError{Op: "readdir", Path: abs, Err: syscall.Errno(rep.Errno)}
+	default:
+		err = gob.NewDecoder(st).Decode(&entries)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]opsapi.FileInfo, len(entries))
+	for i, e := range entries {
+		out[i] = e.FileInfo()
+	}
+	return out, nil
 }

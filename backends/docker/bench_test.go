@@ -75,6 +75,16 @@ func BenchmarkEngine(b *testing.B) {
 			}
 		})
 	})
+	b.Run("ReadDir1k", func(b *testing.B) {
+		if _, err := ws.Exec(b.Context(), opsapi.ExecRequest{Command: "mkdir -p wide && cd wide && seq 1000 | xargs touch"}); err != nil {
+			b.Fatal(err)
+		}
+		p50(b, func() {
+			if fis, err := ws.ReadDir(b.Context(), "wide"); err != nil || len(fis) != 1000 {
+				b.Fatal(len(fis), err)
+			}
+		})
+	})
 	b.Run("Read8MiB", func(b *testing.B) {
 		const big = 8 << 20
 		if err := ws.WriteFile(b.Context(), "big.bin", strings.NewReader(strings.Repeat("z", big))); err != nil {

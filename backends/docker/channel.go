@@ -93,6 +93,24 @@ func (w *Workspace) readFile(ctx context.Context, abs string) (io.ReadCloser, er
 	return rc, err
 }
 
+// readDir lists a directory in one round trip through the agent (see
+// sftpops.Options.ReadDir); without the agent the listing is SFTP's. A
+// connection found lost is replaced once.
+func (w *Workspace) readDir(ctx context.Context, abs string) ([]opsapi.FileInfo, error) {
+	a := w.agentClient(ctx)
+	if a == nil {
+		return nil, errors.ErrUnsupported
+	}
+	out, err := a.ReadDir(ctx, abs)
+	if err != nil && a.IsClosed() && ctx.Err() == nil {
+		if a = w.agentClient(ctx); a == nil {
+			return nil, errors.ErrUnsupported
+		}
+		return a.ReadDir(ctx, abs)
+	}
+	return out, err
+}
+
 // fill writes a WriteFile's data into its temporary file as one raw
 // stream through the agent (see sftpops.Options.Fill); without the agent
 // the data goes over SFTP. Not retried: r may be half read.

@@ -897,6 +897,12 @@ func (f *FS) ReadDir(ctx context.Context, p string) ([]opsapi.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.opt.ReadDir != nil {
+		out, err := f.opt.ReadDir(ctx, abs)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return out, MapErr(op, p, err)
+		}
+	}
 	var out []opsapi.FileInfo
 	err = f.with(ctx, true, func(c *sftp.Client) error {
 		entries, err := c.ReadDirContext(ctx, abs)

@@ -67,6 +67,10 @@ type Options struct {
 	// sync and the rename stay SFTP's. errors.ErrUnsupported sends
 	// WriteFile back to SFTP's writes.
 	Fill func(ctx context.Context, abs string, r io.Reader) error
+	// ReadDir, when set, lists a directory in one round trip (the in-box
+	// agent's readdir), sorted by name and described as ReadDir does.
+	// errors.ErrUnsupported sends ReadDir back to SFTP.
+	ReadDir func(ctx context.Context, abs string) ([]opsapi.FileInfo, error)
 }
 
 // FS is the file operations of one workspace over SFTP.
