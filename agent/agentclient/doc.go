@@ -4,6 +4,6 @@
 // with opsapi's semantics (package execpump: output, timeout, drain, the
 // kill) on streams of their own, with their stdin and signals when the
 // agent speaks protocol version 2 (agent.StdioVersion), and, from version
-// 4 (agent.RawVersion), whole-file bytes as raw streams and listings in one answer (ReadFile,
-// Fill, ReadDir).
+// 4 (agent.RawVersion), whole-file bytes as raw streams and listings in
+// one answer (ReadFile, Fill, ReadDir).
 package agentclient
