@@ -29,14 +29,15 @@
 //     op "exec" runs a command and answers with frames (WriteFrame);
 //     the client's frames on it kill the command, signal it, feed its
 //     stdin and resize its terminal. Version 4: op "read" answers a
-//     file's size and then its bytes, op "fill" writes the stream's
-//     bytes into an existing (temporary) file, op "readdir" lists a
-//     directory in one answer.
+//     file's size and then its bytes, op "write" replaces a file
+//     atomically with the stream's chunks (the rules of SFTP's one-trip
+//     AtomicWrite, for any size), op "readdir" lists a directory in one
+//     answer.
 //
 // SFTP is kept for files, not a typed protocol: pkg/sftp's client and
 // server are maintained, pipelined and already shared by every remote
 // backend (package sftpops); the agent only changes what carries it. The
-// bytes of whole files are the exception (read, fill): one raw stream in
+// bytes of whole files are the exception (read, write): one raw stream in
 // 512 KiB frames instead of a request and an answer per 32 KiB packet; so
 // are listings (readdir), one answer instead of a round trip per batch.
 //

@@ -38,7 +38,7 @@ const StdioVersion = 2
 // (ExecSpec.TTY, FrameResize).
 const TTYVersion = 3
 
-// RawVersion is the first version that serves OpRead, OpFill and
+// RawVersion is the first version that serves OpRead, OpWrite and
 // OpReadDir.
 const RawVersion = 4
 
@@ -132,12 +132,14 @@ const (
 	// Size is 0, for a pseudo-file whose size says nothing) and closes
 	// the stream. Fewer bytes mean the read failed. Version 4.
 	OpRead = "read"
-	// OpFill writes the stream's bytes, up to the client's close of its
-	// side, into the existing file at Request.Path (truncated first, links
-	// not followed): the temporary file of an atomic write, which the
-	// client then gives its mode and renames over SFTP, or discards. The
-	// agent answers a FillReply header. Version 4.
-	OpFill = "fill"
+	// OpWrite replaces the file at Request.Path with the stream's bytes,
+	// atomically, as SFTP's AtomicWrite extension does
+	// (sftpserver.AtomicWrite: links followed, a temporary file given the
+	// old file's mode and owner, synced when Request.Sync, renamed over
+	// the target). The bytes come in chunks (ChunkWriter); the empty
+	// chunk ends them. A stream that ends before it leaves the file
+	// untouched. The agent answers a WriteReply header. Version 4.
+	OpWrite = "write"
 	// OpReadDir lists the directory at Request.Path in one answer: a
 	// ReadDirReply header, then, if it was read, the entries as one gob
 	// []DirEntry (sorted by name, each described as a stat would:
@@ -175,10 +177,9 @@ type ReadDirReply struct {
 	Errno int `json:"errno,omitempty"`
 }
 
-// FillReply answers OpFill once the client's side has ended.
-type FillReply struct {
-	Written int64 `json:"written"`
-	// Errno is why the bytes could not all be written (ENOSPC...).
+// WriteReply answers OpWrite once its bytes have ended.
+type WriteReply struct {
+	// Errno is why the file was not replaced (ENOENT, EISDIR, ENOSPC...).
 	Errno int `json:"errno,omitempty"`
 }
 
@@ -202,8 +203,10 @@ type Identity struct {
 type Request struct {
 	Op   string    `json:"op"`
 	Exec *ExecSpec `json:"exec,omitempty"`
-	// Path is the absolute path of OpRead, OpFill and OpReadDir.
+	// Path is the absolute path of OpRead, OpWrite and OpReadDir.
 	Path string `json:"path,omitempty"`
+	// Sync asks OpWrite to fsync the new content before its rename.
+	Sync bool `json:"sync,omitempty"`
 }
 
 // ExecSpec is a command to run.
@@ -268,14 +271,97 @@ func ReadReadReply(r io.Reader) (ReadReply, error) {
 	return rep, err
 }
 
-// WriteFillReply writes OpFill's answer header.
-func WriteFillReply(w io.Writer, rep FillReply) error { return writeHeader(w, rep) }
+// WriteWriteReply writes OpWrite's answer header.
+func WriteWriteReply(w io.Writer, rep WriteReply) error { return writeHeader(w, rep) }
 
-// ReadFillReply reads OpFill's answer header.
-func ReadFillReply(r io.Reader) (FillReply, error) {
-	var rep FillReply
+// ReadWriteReply reads OpWrite's answer header.
+func ReadWriteReply(r io.Reader) (WriteReply, error) {
+	var rep WriteReply
 	err := readHeader(r, &rep)
 	return rep, err
+}
+
+// maxChunk bounds a chunk's announced length.
+const maxChunk = 16 << 20
+
+// ChunkWriter writes OpWrite's bytes: each Write is one chunk, a 4-byte
+// big-endian length and the bytes. End writes the empty chunk that
+// commits them; a stream closed without it is an abort, which a plain
+// end of stream could not say.
+type ChunkWriter struct{ w io.Writer }
+
+// NewChunkWriter writes chunks to w.
+func NewChunkWriter(w io.Writer) *ChunkWriter { return &ChunkWriter{w: w} }
+
+func (c *ChunkWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // the empty chunk is End's
+	}
+	for off := 0; off < len(p); off += maxChunk {
+		b := p[off:min(off+maxChunk, len(p))]
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+		if _, err := c.w.Write(n[:]); err != nil {
+			return off, err
+		}
+		if _, err := c.w.Write(b); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// End writes the empty chunk: the bytes are whole.
+func (c *ChunkWriter) End() error {
+	_, err := c.w.Write(make([]byte, 4))
+	return err
+}
+
+// ChunkReader reads what a ChunkWriter wrote: io.EOF after the empty
+// chunk, io.ErrUnexpectedEOF when the stream ends before it.
+type ChunkReader struct {
+	r    io.Reader
+	left uint32 // of the current chunk
+	done bool
+}
+
+// NewChunkReader reads chunks from r.
+func NewChunkReader(r io.Reader) *ChunkReader { return &ChunkReader{r: r} }
+
+func (c *ChunkReader) Read(p []byte) (int, error) {
+	if c.done {
+		return 0, io.EOF
+	}
+	if c.left == 0 {
+		var n [4]byte
+		if _, err := io.ReadFull(c.r, n[:]); err != nil {
+			return 0, unexpected(err)
+		}
+		c.left = binary.BigEndian.Uint32(n[:])
+		if c.left == 0 {
+			c.done = true
+			return 0, io.EOF
+		}
+		if c.left > maxChunk {
+			return 0, fmt.Errorf("chunk of %d bytes is over the %d-byte limit", c.left, maxChunk)
+		}
+	}
+	if uint32(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= uint32(n)
+	if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+		return n, unexpected(err)
+	}
+	return n, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // WriteReadDirReply writes OpReadDir's answer header.

@@ -5,7 +5,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
+
+	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
 )
 
 // serveRead streams the file at path (OpRead): one io.Copy onto the
@@ -36,7 +39,7 @@ func (s *Server) serveRead(st net.Conn, path string) {
 	if rep.Size > 0 {
 		src = io.LimitReader(f, rep.Size)
 	}
-	_, err := copyLarge(st, src)
+	_, err := CopyLarge(st, src)
 	if err != nil {
 		s.log().Debug("read", "path", path, "err", err)
 	}
@@ -75,24 +78,21 @@ func errnoOf(err error) int {
 	return int(syscall.EIO)
 }
 
-// serveFill writes what the client sends into the existing file at path
-// (OpFill) and answers how much landed. After a failed write the rest is
-// read and dropped, so the client's writes end and it reads the answer.
-func (s *Server) serveFill(st net.Conn, path string) {
-	var rep FillReply
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
-	if err == nil {
-		rep.Written, err = copyLarge(f, st)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
+// serveWrite replaces the file at req.Path with the stream's chunks
+// (OpWrite), atomically, with the same code as SFTP's one-trip
+// AtomicWrite, so that a write keeps every rule of the SFTP path in one
+// round trip. After a failure the rest of the chunks is read and dropped,
+// so the client's writes end and it reads the answer.
+func (s *Server) serveWrite(st net.Conn, req Request) {
+	cr := NewChunkReader(st)
+	err := sftpserver.AtomicWrite(req.Path, cr, req.Sync)
+	var rep WriteReply
 	if err != nil {
 		rep.Errno = errnoOf(err)
-		_, _ = io.Copy(io.Discard, st)
+		_, _ = io.Copy(io.Discard, cr)
 	}
-	if err := WriteFillReply(st, rep); err != nil {
-		s.log().Debug("fill", "path", path, "err", err)
+	if err := WriteWriteReply(st, rep); err != nil {
+		s.log().Debug("write", "path", req.Path, "err", err)
 	}
 }
 
@@ -102,10 +102,15 @@ func (s *Server) serveFill(st net.Conn, path string) {
 // connection's own speed.
 const RawChunk = 512 << 10
 
-// copyLarge copies src to dst in RawChunk pieces. Neither side's
+// rawBuffers keeps RawChunk buffers between copies: a small file's read
+// must not cost a fresh half megabyte.
+var rawBuffers = sync.Pool{New: func() any { b := make([]byte, RawChunk); return &b }}
+
+// CopyLarge copies src to dst in RawChunk pieces. Neither side's
 // ReaderFrom or WriterTo is used: a file's WriteTo to a stream falls back
 // to 32 KiB copies.
-func copyLarge(dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, RawChunk)
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+func CopyLarge(dst io.Writer, src io.Reader) (int64, error) {
+	buf := rawBuffers.Get().(*[]byte)
+	defer rawBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
 }

@@ -149,55 +149,93 @@ func TestReadFileEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// TestFillWritesIntoAnExistingFile: OpFill replaces an existing file's
-// content, refuses a missing one, and does not follow a link.
-func TestFillWritesIntoAnExistingFile(t *testing.T) {
+// TestWriteFileReplacesAtomically: OpWrite replaces a file whole,
+// keeps its mode, writes through a link to its target, and refuses a
+// missing parent and a directory.
+func TestWriteFileReplacesAtomically(t *testing.T) {
 	c, _ := serve(t)
 	dir := t.TempDir()
-	p := filepath.Join(dir, "tmp")
+	p := filepath.Join(dir, "f")
 	if err := os.WriteFile(p, []byte("old content that is longer"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("0123456789"), 300_000)
-	n, err := c.Fill(t.Context(), p, bytes.NewReader(data))
-	if err != nil || n != int64(len(data)) {
-		t.Fatalf("Fill = %d, %v", n, err)
+	if err := c.WriteFile(t.Context(), p, bytes.NewReader(data), true); err != nil {
+		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
 		t.Fatalf("the file holds %d bytes, want %d", len(got), len(data))
 	}
-	if _, err := c.Fill(t.Context(), filepath.Join(dir, "missing"), strings.NewReader("x")); opsapi.Classify(err) != opsapi.ErrNotExist {
-		t.Errorf("Fill of a missing file: %v, want not_exist", err)
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want the old 0600 kept", fi.Mode().Perm())
 	}
-	target := filepath.Join(dir, "target")
-	if err := os.WriteFile(target, []byte("kept"), 0o644); err != nil {
+	if err := os.Symlink("f", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(target, link); err != nil {
+	if err := c.WriteFile(t.Context(), filepath.Join(dir, "link"), strings.NewReader("through the link"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Fill(t.Context(), link, strings.NewReader("through the link")); err == nil {
-		t.Error("Fill followed a link")
-	}
-	if got, _ := os.ReadFile(target); string(got) != "kept" {
+	if got, _ := os.ReadFile(p); string(got) != "through the link" {
 		t.Errorf("the link's target holds %q", got)
+	}
+	if fi, _ := os.Lstat(filepath.Join(dir, "link")); fi.Mode()&os.ModeSymlink == 0 {
+		t.Error("the link was replaced by a file")
+	}
+	if err := c.WriteFile(t.Context(), filepath.Join(dir, "missing", "f"), strings.NewReader("x"), false); opsapi.Classify(err) != opsapi.ErrNotExist {
+		t.Errorf("WriteFile under a missing directory: %v, want not_exist", err)
+	}
+	if err := c.WriteFile(t.Context(), dir, strings.NewReader("x"), false); opsapi.Classify(err) != opsapi.ErrIsDir {
+		t.Errorf("WriteFile of a directory: %v, want is_dir", err)
+	}
+	if c.WriteFile(t.Context(), "relative", strings.NewReader("x"), false) == nil {
+		t.Error("WriteFile of a relative path succeeded")
 	}
 }
 
-// TestFillStopsWhenItsReaderFails: a failing source is the call's error
-// (the caller then discards the temporary file).
-func TestFillStopsWhenItsReaderFails(t *testing.T) {
+// TestWriteFileWhoseSourceFailsLeavesTheFile: a source that fails, or a
+// context that ends, midway leaves the old file byte-identical and no
+// temporary file behind.
+func TestWriteFileWhoseSourceFailsLeavesTheFile(t *testing.T) {
 	c, _ := serve(t)
 	dir := t.TempDir()
-	p := filepath.Join(dir, "tmp")
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("original"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("source failed")
-	r := io.MultiReader(strings.NewReader("partial"), iotestErr{boom})
-	if _, err := c.Fill(t.Context(), p, r); !errors.Is(err, boom) {
-		t.Fatalf("Fill with a failing reader: %v, want %v", err, boom)
+	r := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 2<<20)), iotestErr{boom})
+	if err := c.WriteFile(t.Context(), p, r, false); !errors.Is(err, boom) {
+		t.Fatalf("WriteFile with a failing reader: %v, want %v", err, boom)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write(bytes.Repeat([]byte("y"), 1<<20))
+		cancel()
+		// A source blocked in Read is not interrupted by the cancel
+		// (sftpops' ctxReader checks between reads); this one ends too.
+		time.Sleep(100 * time.Millisecond)
+		pw.CloseWithError(errors.New("source gave up"))
+	}()
+	if err := c.WriteFile(ctx, p, pr, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteFile canceled midway: %v, want context.Canceled", err)
+	}
+	// The agent drops its temporary file once it sees the stream end.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, _ := os.ReadFile(p)
+		entries, _ := os.ReadDir(dir)
+		if string(got) == "original" && len(entries) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			names := []string{}
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("after two aborted writes the file holds %q and the directory %v", got, names)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

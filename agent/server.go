@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -79,12 +80,19 @@ func (s *Server) serveStream(st *yamux.Stream) {
 		if err := json.NewEncoder(st).Encode(id); err != nil {
 			s.log().Debug("identity", "err", err)
 		}
-	case OpRead:
-		s.serveRead(st, req.Path)
-	case OpFill:
-		s.serveFill(st, req.Path)
-	case OpReadDir:
-		s.serveReadDir(st, req.Path)
+	case OpRead, OpWrite, OpReadDir:
+		if !path.IsAbs(req.Path) {
+			s.log().Warn("file request without an absolute path", "op", req.Op)
+			return
+		}
+		switch req.Op {
+		case OpRead:
+			s.serveRead(st, req.Path)
+		case OpWrite:
+			s.serveWrite(st, req)
+		default:
+			s.serveReadDir(st, req.Path)
+		}
 	case OpExec:
 		if req.Exec == nil {
 			s.log().Warn("exec request without a command")

@@ -5,5 +5,5 @@
 // kill) on streams of their own, with their stdin and signals when the
 // agent speaks protocol version 2 (agent.StdioVersion), and, from version
 // 4 (agent.RawVersion), whole-file bytes as raw streams and listings in
-// one answer (ReadFile, Fill, ReadDir).
+// one answer (ReadFile, WriteFile, ReadDir).
 package agentclient

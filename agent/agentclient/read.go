@@ -85,42 +85,44 @@ func (r *fileStream) Close() error {
 	return r.st.Close()
 }
 
-// Fill writes what r yields into the existing file at the absolute path
-// abs as one raw stream (agent.OpFill): the temporary file of an atomic
-// write, which the caller commits or discards. An agent older than
-// agent.RawVersion answers errors.ErrUnsupported. When r fails or ctx
-// ends, the error is returned and the file holds part of the data.
-func (c *Client) Fill(ctx context.Context, abs string, r io.Reader) (int64, error) {
+// WriteFile replaces the file at the absolute path abs with what r
+// yields, atomically, in one round trip (agent.OpWrite: the rules of
+// SFTP's AtomicWrite, for any size), fsynced when sync is set. An agent
+// older than agent.RawVersion answers errors.ErrUnsupported before r is
+// read. When r fails or ctx ends, the stream ends without its last
+// chunk, the agent drops what it wrote, and the file is untouched.
+func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bool) error {
 	if c.Version < agent.RawVersion {
-		return 0, errors.ErrUnsupported
+		return errors.ErrUnsupported
 	}
-	st, err := c.open(ctx, agent.Request{Op: agent.OpFill, Path: abs})
+	st, err := c.open(ctx, agent.Request{Op: agent.OpWrite, Path: abs, Sync: sync})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	defer st.Close()
-	// Large writes: one yamux frame per write (see agent.RawChunk).
-	_, err = io.CopyBuffer(struct{ io.Writer }{st}, struct{ io.Reader }{r}, make([]byte, agent.RawChunk))
-	if err != nil {
+	cw := agent.NewChunkWriter(st)
+	// Large chunks: one yamux frame each (see agent.RawChunk).
+	if _, err := agent.CopyLarge(cw, r); err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
-		return 0, err
+		return err
 	}
-	// Closing the stream ends the agent's copy; its answer still comes.
-	st.Close()
-	rep, err := agent.ReadFillReply(st)
+	if err := cw.End(); err != nil {
+		return err
+	}
+	rep, err := agent.ReadWriteReply(st)
 	switch {
 	case ctx.Err() != nil:
-		return 0, ctx.Err()
+		return ctx.Err()
 	case err != nil:
-		return 0, fmt.Errorf("agent fill %s: %w", abs, err)
+		return fmt.Errorf("agent write %s: %w", abs, err)
 	case rep.Errno != 0:
-		return rep.Written, &fs.PathError{Op: "write", Path: abs, Err: syscall.Errno(rep.Errno)}
+		return &fs.PathError{Op: "write", Path: abs, Err: syscall.Errno(rep.Errno)}
 	}
-	return rep.Written, nil
+	return nil
 }
 
 // ReadDir lists the directory at the absolute path abs in one round trip

@@ -111,16 +111,15 @@ func (w *Workspace) readDir(ctx context.Context, abs string) ([]opsapi.FileInfo,
 	return out, err
 }
 
-// fill writes a WriteFile's data into its temporary file as one raw
-// stream through the agent (see sftpops.Options.Fill); without the agent
-// the data goes over SFTP. Not retried: r may be half read.
-func (w *Workspace) fill(ctx context.Context, abs string, r io.Reader) error {
+// writeFile replaces a file in one round trip through the agent (see
+// sftpops.Options.WriteFile); without the agent the write is SFTP's. Not
+// retried on a lost connection: r may be half read.
+func (w *Workspace) writeFile(ctx context.Context, abs string, r io.Reader, sync bool) error {
 	a := w.agentClient(ctx)
 	if a == nil {
 		return errors.ErrUnsupported
 	}
-	_, err := a.Fill(ctx, abs, r)
-	return err
+	return a.WriteFile(ctx, abs, r, sync)
 }
 
 // channel returns the live channel, opening one when needed.

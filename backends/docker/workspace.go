@@ -160,7 +160,7 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 		return nil, err
 	}
 	fs := sftpops.New(w.sftpClient, w.root, sftpops.Options{Identity: &id, Logger: w.logger, Op: "docker",
-		NoSync: !w.b.cfg.SyncWrites, ReadFile: w.readFile, Fill: w.fill, ReadDir: w.readDir})
+		NoSync: !w.b.cfg.SyncWrites, ReadFile: w.readFile, WriteFile: w.writeFile, ReadDir: w.readDir})
 	w.fs.CompareAndSwap(nil, fs)
 	return w.fs.Load(), nil
 }

@@ -436,6 +436,12 @@ func (f *FS) WriteFile(ctx context.Context, p string, r io.Reader) error {
 	if err := ctx.Err(); err != nil {
 		return MapErr(op, p, err)
 	}
+	if f.opt.WriteFile != nil {
+		err := f.opt.WriteFile(ctx, abs, ctxReader{ctx, r}, !f.opt.NoSync)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return MapErr(op, p, err)
+		}
+	}
 	c, err := f.client(ctx, nil)
 	if err != nil {
 		return MapErr(op, p, err)
@@ -544,24 +550,12 @@ func (f *FS) place(ctx context.Context, c *sftp.Client, abs string) (placement, 
 	})
 }
 
-// fillData writes r into the temporary file: as one raw stream where
-// Options.Fill offers it, otherwise in SFTP packets.
-func (f *FS) fillData(ctx context.Context, file *sftp.File, r io.Reader) error {
-	if f.opt.Fill != nil {
-		err := f.opt.Fill(ctx, file.Name(), ctxReader{ctx, r})
-		if !errors.Is(err, errors.ErrUnsupported) {
-			return err
-		}
-	}
-	_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
-	return err
-}
-
 // fill writes r into the temporary file, gives it the old file's mode
 // and owner, and syncs it when the server offers that and it is wanted.
 func (f *FS) fill(ctx context.Context, c *sftp.Client, file *sftp.File, r io.Reader, old os.FileInfo) error {
 	return wait(ctx, func() error {
-		if err := f.fillData(ctx, file, r); err != nil {
+		_, err := file.ReadFromWithConcurrency(ctxReader{ctx, r}, 0)
+		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {

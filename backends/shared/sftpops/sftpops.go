@@ -62,11 +62,12 @@ type Options struct {
 	// size instead of SFTP's packet-by-packet reads. errors.ErrUnsupported
 	// sends Open back to SFTP.
 	ReadFile func(ctx context.Context, abs string) (io.ReadCloser, error)
-	// Fill, when set, writes the data of a WriteFile into its temporary
-	// file as one raw stream (the in-box agent's fill); naming, modes,
-	// sync and the rename stay SFTP's. errors.ErrUnsupported sends
-	// WriteFile back to SFTP's writes.
-	Fill func(ctx context.Context, abs string, r io.Reader) error
+	// WriteFile, when set, replaces a file in one round trip with its
+	// data as one raw stream (the in-box agent's write, the same rules as
+	// the AtomicWrite extension), fsynced when sync is set.
+	// errors.ErrUnsupported, answered before r is read, sends WriteFile
+	// back to SFTP.
+	WriteFile func(ctx context.Context, abs string, r io.Reader, sync bool) error
 	// ReadDir, when set, lists a directory in one round trip (the in-box
 	// agent's readdir), sorted by name and described as ReadDir does.
 	// errors.ErrUnsupported sends ReadDir back to SFTP.

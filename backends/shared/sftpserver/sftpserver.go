@@ -2,6 +2,7 @@ package sftpserver
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func dispatch(in io.Reader, toServer io.Writer, w *packetWriter) error {
 			code, msg := uint32(codeOK), "OK"
 			if req.err != nil {
 				code, msg = codeBadMessage, req.err.Error()
-			} else if err := atomicWrite(req.path, req.data, req.sync); err != nil {
+			} else if err := AtomicWrite(req.path, bytes.NewReader(req.data), req.sync); err != nil {
 				code, msg = statusOf(err), err.Error()
 			}
 			if err := w.writePacket(statusPacket(req.id, code, msg)); err != nil {
@@ -173,9 +174,13 @@ func parseAtomicWrite(b []byte) (req writeRequest, ok bool) {
 	return req, true
 }
 
-// atomicWrite replaces p's final target with data, as the package
-// documentation describes.
-func atomicWrite(p string, data []byte, sync bool) error {
+// AtomicWrite replaces p's final target with what r yields, as the
+// package documentation describes for the AtomicWrite extension: links
+// followed, a temporary file beside the target given the old file's mode
+// and owner, synced when asked, renamed over it. When r fails, the
+// temporary file is removed and p is untouched. The in-box agent's
+// streamed write calls it too.
+func AtomicWrite(p string, r io.Reader, sync bool) error {
 	target, old, err := finalTarget(p)
 	if err != nil {
 		return err
@@ -189,7 +194,7 @@ func atomicWrite(p string, data []byte, sync bool) error {
 	if err != nil {
 		return err
 	}
-	err = writeTemp(f, data, old, sync)
+	err = writeTemp(f, r, old, sync)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -204,8 +209,8 @@ func atomicWrite(p string, data []byte, sync bool) error {
 }
 
 // writeTemp fills the temporary file and gives it old's mode and owner.
-func writeTemp(f *os.File, data []byte, old os.FileInfo, sync bool) error {
-	if _, err := f.Write(data); err != nil {
+func writeTemp(f *os.File, r io.Reader, old os.FileInfo, sync bool) error {
+	if _, err := io.Copy(f, r); err != nil {
 		return err
 	}
 	if old != nil {
