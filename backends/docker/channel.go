@@ -14,6 +14,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -77,38 +78,34 @@ func (w *Workspace) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.
 
 // readFile opens a file as one raw stream through the agent (see
 // sftpops.Options.ReadFile); without the agent, Open reads over SFTP.
-// A connection found lost is replaced once, as SFTP's is.
 func (w *Workspace) readFile(ctx context.Context, abs string) (io.ReadCloser, error) {
-	a := w.agentClient(ctx)
-	if a == nil {
-		return nil, errors.ErrUnsupported
-	}
-	rc, err := a.ReadFile(ctx, abs)
-	if err != nil && a.IsClosed() && ctx.Err() == nil {
-		if a = w.agentClient(ctx); a == nil {
-			return nil, errors.ErrUnsupported
-		}
-		return a.ReadFile(ctx, abs)
-	}
-	return rc, err
+	return idempotentOnAgent(ctx, w, func(a *agentclient.Client) (io.ReadCloser, error) { return a.ReadFile(ctx, abs) })
 }
 
 // readDir lists a directory in one round trip through the agent (see
-// sftpops.Options.ReadDir); without the agent the listing is SFTP's. A
-// connection found lost is replaced once.
+// sftpops.Options.ReadDir); without the agent the listing is SFTP's.
 func (w *Workspace) readDir(ctx context.Context, abs string) ([]opsapi.FileInfo, error) {
+	return idempotentOnAgent(ctx, w, func(a *agentclient.Client) ([]opsapi.FileInfo, error) { return a.ReadDir(ctx, abs) })
+}
+
+// idempotentOnAgent runs call on the agent's connection, and once more on
+// a new one when it found the connection lost, as SFTP's calls are
+// retried. Without the agent it answers errors.ErrUnsupported, which
+// sends sftpops back to SFTP.
+func idempotentOnAgent[T any](ctx context.Context, w *Workspace, call func(*agentclient.Client) (T, error)) (T, error) {
+	var zero T
 	a := w.agentClient(ctx)
 	if a == nil {
-		return nil, errors.ErrUnsupported
+		return zero, errors.ErrUnsupported
 	}
-	out, err := a.ReadDir(ctx, abs)
+	v, err := call(a)
 	if err != nil && a.IsClosed() && ctx.Err() == nil {
 		if a = w.agentClient(ctx); a == nil {
-			return nil, errors.ErrUnsupported
+			return zero, errors.ErrUnsupported
 		}
-		return a.ReadDir(ctx, abs)
+		return call(a)
 	}
-	return out, err
+	return v, err
 }
 
 // writeFile replaces a file in one round trip through the agent (see
