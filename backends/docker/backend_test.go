@@ -326,7 +326,12 @@ func testProcWorkdir(t *testing.T, mode string) {
 	b := newBackend(t, func(c *docker.Config) { c.SFTPServer = mode })
 	ws := create(t, b, nil)
 	sh(t, ws, "ln -s /proc/self/fd fdlink && mkdir real")
-	for _, cwd := range []string{"/proc/self/fd/7", "/proc", "../proc/self/cwd", "/workspace/../proc/1/cwd", "fdlink", "fdlink/7"} {
+	// fdlink/N names fd N of whichever process resolves it: the file
+	// server's when checked (fd 0 to 2 may be /dev/null there, and fd 7
+	// was /dev/null for a moment while the agent started a reaper), the
+	// shell's when the command runs. A cwd through /proc is refused
+	// whatever it resolves to at the check.
+	for _, cwd := range []string{"/proc/self/fd/7", "/proc", "../proc/self/cwd", "/workspace/../proc/1/cwd", "fdlink", "fdlink/7", "fdlink/0", "fdlink/1", "fdlink/2"} {
 		_, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "touch /workspace/ran", Cwd: cwd})
 		if !errors.Is(err, opsapi.ErrPermission) {
 			t.Errorf("Cwd %q: %v, want ErrPermission", cwd, err)

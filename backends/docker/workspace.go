@@ -419,9 +419,12 @@ func (w *Workspace) memoryLimit(ctx context.Context) int64 {
 }
 
 // checkCwd resolves the links of cwd inside the container and refuses a
-// directory that lands under /proc. A missing directory is ErrNotExist,
-// unless its deepest existing ancestor already lies under /proc
-// (fdlink/7 with fdlink -> /proc/self/fd).
+// directory that lands under /proc, or one with an ancestor that does:
+// fdlink/7 with fdlink -> /proc/self/fd names fd 7 of whichever process
+// resolves it (the file server's here, the command's in the container),
+// so it is refused whatever it resolves to now. Each ancestor costs one
+// round trip; a cwd without a slash has none. A missing directory is
+// ErrNotExist.
 //
 // Without an SFTP channel (an image with no server and none injected)
 // only the lexical check has been made; the engine still never sees the
@@ -441,20 +444,19 @@ func (w *Workspace) checkCwd(ctx context.Context, op, given, cwd string) error {
 	switch {
 	case err == nil && underProc(real):
 		return refuse(real)
-	case err == nil, errors.Is(err, opsapi.ErrNotDir), errors.Is(err, opsapi.ErrPermission):
-		return nil // the wrapper reports what it finds
-	case !errors.Is(err, opsapi.ErrNotExist):
+	case err == nil, errors.Is(err, opsapi.ErrNotDir), errors.Is(err, opsapi.ErrPermission), errors.Is(err, opsapi.ErrNotExist):
+	default:
 		return err
 	}
 	for dir := path.Dir(cwd); dir != "/" && dir != "."; dir = path.Dir(dir) {
-		if parent, perr := fs.RealPath(ctx, dir); perr == nil {
-			if underProc(parent) {
-				return refuse(parent + "/" + strings.TrimPrefix(cwd, dir+"/"))
-			}
-			break
+		if parent, perr := fs.RealPath(ctx, dir); perr == nil && underProc(parent) {
+			return refuse(parent + "/" + strings.TrimPrefix(cwd, dir+"/"))
 		}
 	}
-	return err
+	if errors.Is(err, opsapi.ErrNotExist) {
+		return err
+	}
+	return nil // the wrapper reports what it finds
 }
 
 // Search runs `rg --json` in the container, in an exec of its own; see
