@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -203,7 +204,7 @@ func TestWriteFileWhoseSourceFailsLeavesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("source failed")
-	r := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 2<<20)), iotestErr{boom})
+	r := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 2<<20)), iotest.ErrReader(boom))
 	if err := c.WriteFile(t.Context(), p, r, false); !errors.Is(err, boom) {
 		t.Fatalf("WriteFile with a failing reader: %v, want %v", err, boom)
 	}
@@ -238,10 +239,6 @@ func TestWriteFileWhoseSourceFailsLeavesTheFile(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-type iotestErr struct{ err error }
-
-func (e iotestErr) Read([]byte) (int, error) { return 0, e.err }
 
 // TestReadDirListsInOneAnswer: OpReadDir lists sorted entries described
 // as a stat would (a link by its target, flagged; a dangling one as a

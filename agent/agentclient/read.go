@@ -22,14 +22,10 @@ import (
 // file. Reading ends with ctx: the stream is closed and Read returns
 // ctx's error.
 func (c *Client) ReadFile(ctx context.Context, abs string) (io.ReadCloser, error) {
-	if c.Version < agent.RawVersion {
-		return nil, errors.ErrUnsupported
-	}
-	st, err := c.open(ctx, agent.Request{Op: agent.OpRead, Path: abs})
+	st, stop, err := c.openRaw(ctx, agent.Request{Op: agent.OpRead, Path: abs})
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { st.Close() })
 	rep, err := agent.ReadReadReply(st)
 	if err == nil && rep.Errno != 0 {
 		err = &fs.PathError{Op: "open", Path: abs, Err: syscall.Errno(rep.Errno)}
@@ -92,14 +88,10 @@ func (r *fileStream) Close() error {
 // read. When r fails or ctx ends, the stream ends without its last
 // chunk, the agent drops what it wrote, and the file is untouched.
 func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bool) error {
-	if c.Version < agent.RawVersion {
-		return errors.ErrUnsupported
-	}
-	st, err := c.open(ctx, agent.Request{Op: agent.OpWrite, Path: abs, Sync: sync})
+	st, stop, err := c.openRaw(ctx, agent.Request{Op: agent.OpWrite, Path: abs, Sync: sync})
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	defer st.Close()
 	cw := agent.NewChunkWriter(st)
@@ -130,14 +122,10 @@ func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bo
 // answers errors.ErrUnsupported. A failure is a *fs.PathError with the
 // agent's errno.
 func (c *Client) ReadDir(ctx context.Context, abs string) ([]opsapi.FileInfo, error) {
-	if c.Version < agent.RawVersion {
-		return nil, errors.ErrUnsupported
-	}
-	st, err := c.open(ctx, agent.Request{Op: agent.OpReadDir, Path: abs})
+	st, stop, err := c.openRaw(ctx, agent.Request{Op: agent.OpReadDir, Path: abs})
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	defer st.Close()
 	rep, err := agent.ReadReadDirReply(st)
@@ -160,4 +148,18 @@ func (c *Client) ReadDir(ctx context.Context, abs string) ([]opsapi.FileInfo, er
 		out[i] = e.FileInfo()
 	}
 	return out, nil
+}
+
+// openRaw opens a stream for one of the version-4 file requests, closed
+// when ctx ends until stop is called. An older agent is
+// errors.ErrUnsupported, before anything is sent.
+func (c *Client) openRaw(ctx context.Context, req agent.Request) (net.Conn, func() bool, error) {
+	if c.Version < agent.RawVersion {
+		return nil, nil, errors.ErrUnsupported
+	}
+	st, err := c.open(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, context.AfterFunc(ctx, func() { st.Close() }), nil
 }
