@@ -237,3 +237,17 @@ type Confinement struct {
 	// one cgroup.
 	Cgroup bool
 }
+
+// PoolReporter is an optional ability of a Backend: its warm pools of
+// workspaces made ahead, for the broker's metrics.
+type PoolReporter interface {
+	Pools() []PoolStatus
+}
+
+// PoolStatus is one warm pool: how many members it keeps and how many
+// are ready to be taken now.
+type PoolStatus struct {
+	Name  string
+	Size  int
+	Ready int
+}

@@ -144,10 +144,39 @@ type Config struct {
 	// milliseconds when the disk is busy) would be most of a write's
 	// cost. Turn it on when a host crash must never leave an empty file.
 	SyncWrites bool `json:"syncWrites" yaml:"syncWrites"`
+	// Pools keep containers made ahead, each with its agent up, for
+	// creates whose options come to the same settings: such a create
+	// takes one (a rename and a label, tens of milliseconds) and the pool
+	// makes another in the background. Members count against nothing
+	// until taken, are removed when the broker stops and reused when it
+	// starts again. Default none. Not with disk (each workspace's
+	// filesystem is made for it).
+	Pools []PoolConfig `json:"pools" yaml:"pools"`
 	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
 	// in the container; see package execconf.
 	execconf.Exec `yaml:",inline"`
 }
+
+// PoolConfig is one warm pool: Size ready containers with the settings a
+// create request with these options gets. Empty options are the
+// configured defaults; a create matches the pool when its options
+// resolve to the same image, limits and network, however it spells them.
+type PoolConfig struct {
+	// Name names the pool in logs, labels and metrics.
+	Name string `json:"name" yaml:"name"`
+	// Size is how many ready containers the pool keeps, 1 to MaxPoolSize.
+	Size int `json:"size" yaml:"size"`
+	// Image, Memory, CPUs, Pids and Network are create options, checked
+	// as a request's are.
+	Image   string   `json:"image" yaml:"image"`
+	Memory  ByteSize `json:"memory" yaml:"memory"`
+	CPUs    float64  `json:"cpus" yaml:"cpus"`
+	Pids    int64    `json:"pids" yaml:"pids"`
+	Network string   `json:"network" yaml:"network"`
+}
+
+// MaxPoolSize bounds one pool: each member is a running container.
+const MaxPoolSize = 64
 
 // validIdentity is the form of a broker identity: a label value that
 // reads well in `docker ps --filter`.
@@ -336,6 +365,19 @@ func (c Config) Validate() error {
 	}
 	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
 		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)
+	}
+	names := map[string]bool{}
+	for i, p := range c.Pools {
+		if !validIdentity.MatchString(p.Name) || names[p.Name] {
+			add("pools[%d]: name %q must be unique, 1 to 63 letters, digits, '.', '_' or '-'", i, p.Name)
+		}
+		names[p.Name] = true
+		if p.Size < 1 || p.Size > MaxPoolSize {
+			add("pools[%d] (%s): size %d must be between 1 and %d", i, p.Name, p.Size, MaxPoolSize)
+		}
+	}
+	if len(c.Pools) > 0 && c.Disk > 0 {
+		add("pools cannot be used with disk: each workspace's filesystem is made for it at create")
 	}
 	if c.SFTPServer == SFTPImage && len(c.ImageSFTPServers) == 0 {
 		add("sftpServer %q needs imageSFTPServers", SFTPImage)

@@ -56,6 +56,7 @@ type Backend struct {
 	injectBinary  string // host path of the SFTP server to mount, or ""
 	seccompOption string // "seccomp=..." or ""
 	agent         agentSetup
+	pools         pools
 
 	mu         sync.Mutex
 	workspaces map[string]*Workspace // by ID: made or found by this backend
@@ -139,6 +140,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	}
 	logger.Info("docker engine", attrs...)
 
+	if err := b.setupPools(); err != nil {
+		api.Close()
+		return nil, opsapi.E(op, "pools", opsapi.ErrInvalid, err)
+	}
 	if cfg.IdleTTL > 0 {
 		b.stopReaper, b.reaperDone = make(chan struct{}), make(chan struct{})
 		go b.reap(cfg.IdleTTL)
@@ -203,14 +208,17 @@ type createOptions struct {
 	// DefaultImage.
 	Image string `json:"image"`
 	// Limits may lower the configured ones, never raise them.
-	Limits *struct {
-		Memory ByteSize `json:"memory"`
-		CPUs   float64  `json:"cpus"`
-		Pids   int64    `json:"pids"`
-		Disk   ByteSize `json:"disk"`
-	} `json:"limits"`
+	Limits *createLimits `json:"limits"`
 	// Network must be Network or one of AllowedNetworks.
 	Network string `json:"network"`
+}
+
+// createLimits are a create request's limits.
+type createLimits struct {
+	Memory ByteSize `json:"memory"`
+	CPUs   float64  `json:"cpus"`
+	Pids   int64    `json:"pids"`
+	Disk   ByteSize `json:"disk"`
 }
 
 // spec is a workspace container's settings after options and config.
@@ -309,6 +317,11 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
+	if p := b.poolFor(s); p != nil {
+		if m := b.take(p); m != nil {
+			return b.claim(ctx, op, ws, m)
+		}
+	}
 	if err := b.inspectImage(ctx, op, ws.ID, &s); err != nil {
 		return nil, err
 	}
@@ -338,32 +351,43 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		}
 		labels[LabelDisk] = strconv.FormatInt(s.disk, 10)
 	}
+	cid, err := b.makeContainer(ctx, op, ws.ID, name, s, labels, driverOpts)
+	if err != nil {
+		return nil, err
+	}
+	w := b.adopt(ws.ID, cid, ws.Owner, b.cfg.WorkspaceDir, created)
+	w.agentDir = s.run
+	w.disk = s.disk
+	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+		"pids", s.pids, "network", s.network, "container", cid[:12])
+	return w, nil
+}
+
+// makeContainer makes the volume and the container called name for s
+// and starts it, returning the container's ID. Whatever a failure leaves
+// is removed (id names the workspace in logs and its filesystem).
+func (b *Backend) makeContainer(ctx context.Context, op, id, name string, s spec, labels, driverOpts map[string]string) (string, error) {
 	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels, DriverOpts: driverOpts}); err != nil {
-		b.removeFailed(ws.ID, name)
-		return nil, engineErr(op, ws.ID, err)
+		b.removeFailed(id, name)
+		return "", engineErr(op, id, err)
 	}
 	cc, hc := b.containerConfig(s, name, labels)
 	resp, err := b.api.ContainerCreate(ctx, cc, hc, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
-			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, err)
+			return "", opsapi.E(op, id, opsapi.ErrExist, err)
 		}
-		b.removeFailed(ws.ID, name)
-		return nil, engineErr(op, ws.ID, err)
+		b.removeFailed(id, name)
+		return "", engineErr(op, id, err)
 	}
 	for _, warning := range resp.Warnings {
-		b.logger.Warn("engine warning at create", "workspace", ws.ID, "warning", warning)
+		b.logger.Warn("engine warning at create", "workspace", id, "warning", warning)
 	}
 	if err := b.api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		b.removeFailed(ws.ID, name)
-		return nil, engineErr(op, ws.ID, err)
+		b.removeFailed(id, name)
+		return "", engineErr(op, id, err)
 	}
-	w := b.adopt(ws.ID, resp.ID, ws.Owner, b.cfg.WorkspaceDir, created)
-	w.agentDir = s.run
-	w.disk = s.disk
-	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
-		"pids", s.pids, "network", s.network, "container", resp.ID[:12])
-	return w, nil
+	return resp.ID, nil
 }
 
 // decodeCreateOptions reads a create request's options strictly: unknown
@@ -576,8 +600,19 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		return nil, engineErr(op, "", err)
 	}
 	out := map[string]opsapi.Workspace{}
+	members := map[string]bool{} // pool members' names, claimed or not
 	for _, c := range list {
-		id := c.Labels[LabelWorkspace]
+		id, owner, createdAt := c.Labels[LabelWorkspace], c.Labels[LabelOwner], c.Labels[LabelCreatedAt]
+		agentKey, volumes := id, []string(nil)
+		if member := c.Labels[LabelMember]; member != "" {
+			members[member] = true
+			cl, ok := b.claimOf(ctx, c)
+			if !ok {
+				continue // a ready member: its pool takes it back
+			}
+			id, owner, createdAt = cl.Labels[LabelWorkspace], cl.Labels[LabelOwner], cl.Labels[LabelCreatedAt]
+			agentKey, volumes = member, []string{member, cl.Name}
+		}
 		if !validID.MatchString(id) || !slices.Contains(c.Names, "/"+namePrefix+id) {
 			continue
 		}
@@ -603,7 +638,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 				b.logger.Warn("rediscovered workspace could not be started", "workspace", id, "state", c.State, "err", err)
 			}
 		}
-		created, err := time.Parse(time.RFC3339Nano, c.Labels[LabelCreatedAt])
+		created, err := time.Parse(time.RFC3339Nano, createdAt)
 		if err != nil {
 			created = time.Unix(c.Created, 0)
 		}
@@ -613,11 +648,12 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !path.IsAbs(root) || underProc(root) {
 			root = b.cfg.WorkspaceDir
 		}
-		w := b.adopt(id, c.ID, c.Labels[LabelOwner], path.Clean(root), created)
-		if dir := c.Labels[LabelAgent]; b.agent.on && dir == b.agentDirOf(id) {
+		w := b.adopt(id, c.ID, owner, path.Clean(root), created)
+		if dir := c.Labels[LabelAgent]; b.agent.on && dir == b.agentDirOf(agentKey) {
 			w.agentDir = dir
 		}
 		w.disk = disk
+		w.volumes = volumes
 		out[id] = w
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
@@ -626,7 +662,12 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 	}
 	for _, v := range vols.Volumes {
 		id := v.Labels[LabelWorkspace]
-		if _, ok := out[id]; ok || v.Name != namePrefix+id {
+		switch member := v.Labels[LabelMember]; {
+		case member != "":
+			if members[member] || v.Name != member {
+				continue
+			}
+		case out[id] != nil || v.Name != namePrefix+id:
 			continue
 		}
 		created, err := time.Parse(time.RFC3339Nano, v.Labels[LabelCreatedAt])
@@ -637,6 +678,9 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			b.logger.Warn("orphan volume not removed", "volume", v.Name, "err", err)
 		} else {
 			b.logger.Info("removed the volume of a workspace whose container is gone", "volume", v.Name)
+			if id == "" {
+				continue // a pool member's: it never has a filesystem of its own
+			}
 			if err := b.removeDisk(ctx, id); err != nil {
 				b.logger.Warn("orphan volume's filesystem not removed", "volume", v.Name, "err", err)
 			}
@@ -711,6 +755,7 @@ func (b *Backend) Close() error {
 		close(b.stopReaper)
 		<-b.reaperDone
 	}
+	b.closePools()
 	for _, w := range ws {
 		w.closeChannel()
 	}

@@ -35,6 +35,9 @@ type Workspace struct {
 	root    string
 	created time.Time
 	disk    int64 // the size of the volume's own filesystem, 0 for none
+	// volumes are the engine volumes to remove with the workspace; nil
+	// is the one named as its container.
+	volumes []string
 	logger  *slog.Logger
 	runner  *remoteexec.Runner
 
@@ -189,10 +192,11 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	}
 	w.closeChannel()
 	w.closeAgent()
-	name := namePrefix + w.id
 	err := w.b.api.ContainerRemove(ctx, w.cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err == nil || cerrdefs.IsNotFound(err) {
-		err = w.b.api.VolumeRemove(ctx, name, true)
+	for _, name := range w.volumeNames() {
+		if err == nil || cerrdefs.IsNotFound(err) {
+			err = w.b.api.VolumeRemove(ctx, name, true)
+		}
 	}
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		w.destroyed.Store(false) // may be retried
@@ -208,6 +212,15 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	}
 	w.logger.Info("workspace removed", "reason", reason)
 	return nil
+}
+
+// volumeNames are the workspace's volumes: its own, or the pool member's
+// and the claim's.
+func (w *Workspace) volumeNames() []string {
+	if w.volumes != nil {
+		return w.volumes
+	}
+	return []string{namePrefix + w.id}
 }
 
 // Open opens a regular file for reading over SFTP; see sftpops.FS.Open.
