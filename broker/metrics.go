@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // metrics holds the broker's Prometheus collectors, in a registry of its
@@ -25,7 +27,7 @@ type metrics struct {
 	denials    *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(backends map[string]opsapi.Backend) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,8 +61,36 @@ func newMetrics() *metrics {
 		}, []string{"rule"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.running, m.workspaces, m.bytesIn, m.bytesOut, m.denials,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		poolCollector(backends))
 	return m
+}
+
+var (
+	poolReady = prometheus.NewDesc("wsbroker_pool_ready", "Warm pool members ready to be taken, by backend and pool.", []string{"backend", "pool"}, nil)
+	poolSize  = prometheus.NewDesc("wsbroker_pool_size", "Warm pool members configured, by backend and pool.", []string{"backend", "pool"}, nil)
+)
+
+// poolCollector reports the backends' warm pools as they are at each
+// scrape.
+type poolCollector map[string]opsapi.Backend
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolReady
+	ch <- poolSize
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, b := range c {
+		pr, ok := b.(opsapi.PoolReporter)
+		if !ok {
+			continue
+		}
+		for _, p := range pr.Pools() {
+			ch <- prometheus.MustNewConstMetric(poolReady, prometheus.GaugeValue, float64(p.Ready), name, p.Name)
+			ch <- prometheus.MustNewConstMetric(poolSize, prometheus.GaugeValue, float64(p.Size), name, p.Name)
+		}
+	}
 }
 
 func (m *metrics) handler() http.Handler {

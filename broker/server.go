@@ -83,7 +83,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(),
+	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(backends),
 		unauth: newPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers),
 		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}, hosts: newHostSet(cfg.AllowedHosts, cfg.Addr)}
 	svc, err := workspaces.New(workspaces.Config{

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
 )
@@ -401,6 +404,39 @@ func TestToHTTP(t *testing.T) {
 		// Every opsapi code travels back to its kind (the client's side).
 		if k, got := opsapi.KindForCode(code), opsapi.KindOf(c.err); k != nil && got != nil && got != k {
 			t.Errorf("code %q maps back to %v, not a kind of %v", code, k, c.err)
+		}
+	}
+}
+
+// pooled is a backend that reports warm pools.
+type pooled struct{ opsapi.Backend }
+
+func (pooled) Pools() []opsapi.PoolStatus {
+	return []opsapi.PoolStatus{{Name: "default", Size: 4, Ready: 3}}
+}
+
+// TestPoolMetrics: a backend's warm pools are on /metrics as they are at
+// the scrape.
+func TestPoolMetrics(t *testing.T) {
+	b, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv, err := broker.New(broker.Config{Tokens: []string{testToken}}, map[string]opsapi.Backend{"local": b, "docker": pooled{b}}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Host = "localhost"
+	srv.Handler().ServeHTTP(rec, req)
+	for _, want := range []string{
+		`wsbroker_pool_ready{backend="docker",pool="default"} 3`,
+		`wsbroker_pool_size{backend="docker",pool="default"} 4`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(rec.Body.String(), "wsbroker_pool"))
 		}
 	}
 }
