@@ -47,29 +47,37 @@ func (e *Env) sftpServer(ctx context.Context) (string, error) {
 	return e.sftpBin, e.sftpErr
 }
 
-// dockerWorkspace creates a workspace on a new docker backend; done
-// destroys it and closes the backend.
-func dockerWorkspace(ctx context.Context, env *Env) (_ *docker.Workspace, done func(context.Context) error, _ error) {
+// benchPool is the warm pool the docker targets configure: workspaces
+// created with poolOptions come from it (opCreateWarm); the default
+// options do not match it, so opCreate stays a cold create.
+var (
+	benchPool   = docker.PoolConfig{Name: "bench", Size: 2, Pids: 4000}
+	poolOptions = []byte(`{"limits":{"pids":4000}}`)
+)
+
+// dockerBackend is a docker backend with the run's SFTP server and
+// pools.
+func dockerBackend(ctx context.Context, env *Env, pools []docker.PoolConfig) (*docker.Backend, error) {
 	bin, err := env.sftpServer(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg := docker.NewConfig()
 	cfg.Identity = "wsbroker-bench"
 	cfg.DefaultImage = dockerImage
 	cfg.SFTPServerBinary = bin
-	b, err := docker.New(cfg, env.Logger.With("backend", "docker"))
+	cfg.Pools = pools
+	return docker.New(cfg, env.Logger.With("backend", "docker"))
+}
+
+// dockerWorkspace creates a workspace on b; done destroys it.
+func dockerWorkspace(ctx context.Context, b *docker.Backend, options []byte) (_ *docker.Workspace, done func(context.Context) error, _ error) {
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Options: options})
 	if err != nil {
 		return nil, nil, err
 	}
-	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: fmt.Sprintf("bench-%d", time.Now().UnixNano())})
-	if err != nil {
-		return nil, nil, errors.Join(err, b.Close())
-	}
+	done = ws.(opsapi.Destroyer).Destroy
 	dw, ok := ws.(*docker.Workspace)
-	done = func(ctx context.Context) error {
-		return errors.Join(ws.(opsapi.Destroyer).Destroy(ctx), b.Close())
-	}
 	if !ok {
 		return nil, nil, errors.Join(fmt.Errorf("docker workspace is a %T", ws), done(ctx))
 	}
@@ -81,50 +89,92 @@ func dockerWorkspace(ctx context.Context, env *Env) (_ *docker.Workspace, done f
 func dockerInProcess() Target {
 	return Target{Name: "docker/in-process", Backend: "docker", Via: ViaInProcess,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
-			ws, done, err := dockerWorkspace(ctx, env)
+			b, err := dockerBackend(ctx, env, []docker.PoolConfig{benchPool})
 			if err != nil {
 				return nil, err
 			}
-			s, err := inProcessSession(ctx, env, ws, done)
+			ws, done, err := dockerWorkspace(ctx, b, nil)
+			if err != nil {
+				return nil, errors.Join(err, b.Close())
+			}
+			s, err := inProcessSession(ctx, env, ws, func(ctx context.Context) error { return errors.Join(done(ctx), b.Close()) })
 			if err != nil {
 				return nil, err
 			}
-			s.NewClient = withCreate(s.NewClient, env)
+			newClient := s.NewClient
+			s.NewClient = func(i int) (Client, error) {
+				cl, err := newClient(i)
+				if err != nil {
+					return nil, err
+				}
+				poolFull := func(ctx context.Context) error {
+					return waitFor(ctx, func() (bool, error) { return b.Pools()[0].Ready == benchPool.Size, nil })
+				}
+				create := func(options []byte) func(context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+					return func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+						return dockerWorkspace(ctx, b, options)
+					}
+				}
+				cl[opCreate] = createFirstCommand(create(nil), nil)
+				cl[opCreateWarm] = createFirstCommand(create(poolOptions), poolFull)
+				return cl, nil
+			}
 			return s, nil
 		}}
 }
 
-// opCreate is a new workspace until its first command has completed.
-// The call also destroys it, and that is timed too, so the row is an
-// upper bound of issue 4's create-to-first-command.
-const opCreate = "op.create-first-command"
+// opCreate is a new workspace until its first command has completed;
+// opCreateWarm the same from the warm pool. Deleting it (and, for the
+// pool, waiting until it is full again) is not timed.
+const (
+	opCreate     = "op.create-first-command"
+	opCreateWarm = "op.create-warm-first-command"
+)
 
-// withCreate adds opCreate to each client: docker's workspaces are
-// containers, so creating one is an operation worth a row.
-func withCreate(newClient func(int) (Client, error), env *Env) func(int) (Client, error) {
-	return func(i int) (Client, error) {
-		cl, err := newClient(i)
+// createFirstCommand is the op that creates a workspace with create and
+// runs `true` in it. It leaves the workspace's removal, then settle, to
+// run untimed.
+func createFirstCommand(create func(context.Context) (opsapi.BashOperations, func(context.Context) error, error),
+	settle func(context.Context) error) Op {
+	return func(ctx context.Context) error {
+		ws, done, err := create(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		cl[opCreate] = func(ctx context.Context) error {
-			ws, done, err := dockerWorkspace(ctx, env)
-			if err != nil {
+		res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "true"})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("true exited %d", res.ExitCode)
+		}
+		return errors.Join(err, Untimed(ctx, func() error {
+			ctx := context.WithoutCancel(ctx)
+			if err := done(ctx); err != nil || settle == nil {
 				return err
 			}
-			res, err := ws.Exec(ctx, opsapi.ExecRequest{Command: "true"})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("true exited %d", res.ExitCode)
-			}
-			return errors.Join(err, done(context.WithoutCancel(ctx)))
+			return settle(ctx)
+		}))
+	}
+}
+
+// waitFor polls cond until it holds, fails, or a minute passes.
+func waitFor(ctx context.Context, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if ok || err != nil {
+			return err
 		}
-		return cl, nil
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
 // dockerHTTP drives a `broker serve` with the docker backend (the
-// workspace image, the SFTP server built for the run) through the Go
-// client: issue 4's targets are through the broker.
+// workspace image, the SFTP server built for the run, the bench pool)
+// through the Go client: issue 4's targets are through the broker.
 func dockerHTTP() Target {
 	return Target{Name: "docker/http", Backend: "docker", Via: ViaHTTP,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
@@ -133,7 +183,8 @@ func dockerHTTP() Target {
 				return nil, err
 			}
 			conf := filepath.Join(env.TempDir, "docker-broker.yaml")
-			yaml := fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n", dockerImage, bin)
+			yaml := fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n  pools:\n    - {name: %s, size: %d, pids: %d}\n",
+				dockerImage, bin, benchPool.Name, benchPool.Size, benchPool.Pids)
 			if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 				return nil, err
 			}
@@ -149,23 +200,30 @@ func dockerHTTP() Target {
 			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
 				return nil, errors.Join(err, c.DeleteWorkspace(ctx, info.ID), proc.Stop())
 			}
+			poolFull := func(ctx context.Context) error {
+				want := fmt.Sprintf("wsbroker_pool_ready{backend=\"docker\",pool=%q} %d\n", benchPool.Name, benchPool.Size)
+				return waitFor(ctx, func() (bool, error) {
+					m, err := proc.get(ctx, "/metrics")
+					return strings.Contains(m, want), err
+				})
+			}
 			return &Session{
 				PID: proc.PID,
 				NewClient: func(i int) (Client, error) {
 					cl := wsclient.New(proc.URL, proc.Token)
 					ws := cl.WorkspaceFor(info)
 					out := workspaceClient(ws, ws.CallTool, env.Config, i)
-					out[opCreate] = func(ctx context.Context) error {
-						info, err := cl.CreateWorkspace(ctx, "docker", nil)
-						if err != nil {
-							return err
+					create := func(options []byte) func(context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+						return func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+							info, err := cl.CreateWorkspace(ctx, "docker", options)
+							if err != nil {
+								return nil, nil, err
+							}
+							return cl.WorkspaceFor(info), func(ctx context.Context) error { return cl.DeleteWorkspace(ctx, info.ID) }, nil
 						}
-						res, err := cl.WorkspaceFor(info).Exec(ctx, opsapi.ExecRequest{Command: "true"})
-						if err == nil && res.ExitCode != 0 {
-							err = fmt.Errorf("true exited %d", res.ExitCode)
-						}
-						return errors.Join(err, cl.DeleteWorkspace(context.WithoutCancel(ctx), info.ID))
 					}
+					out[opCreate] = createFirstCommand(create(nil), nil)
+					out[opCreateWarm] = createFirstCommand(create(poolOptions), poolFull)
 					return out, nil
 				},
 				Close: func(ctx context.Context) error {
@@ -181,10 +239,15 @@ func dockerHTTP() Target {
 func dockerRaw() Target {
 	return Target{Name: "docker/raw", Backend: "docker", Via: ViaRaw,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
-			ws, done, err := dockerWorkspace(ctx, env)
+			b, err := dockerBackend(ctx, env, nil)
 			if err != nil {
 				return nil, err
 			}
+			ws, destroy, err := dockerWorkspace(ctx, b, nil)
+			if err != nil {
+				return nil, errors.Join(err, b.Close())
+			}
+			done := func(ctx context.Context) error { return errors.Join(destroy(ctx), b.Close()) }
 			if err := ws.WriteFile(ctx, file4K, bytes.NewReader(content4K)); err != nil {
 				if errors.Is(err, opsapi.ErrNotExist) {
 					err = errors.Join(ws.Mkdir(ctx, path.Dir(file4K)), ws.WriteFile(ctx, file4K, bytes.NewReader(content4K)))

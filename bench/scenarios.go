@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -117,7 +118,7 @@ func latencyRow(ctx context.Context, env *Env, name string, turns []*latencyTurn
 	defer cancel()
 	for _, t := range turns {
 		for range warmupCalls {
-			if err := t.op(ctx); err != nil {
+			if _, err := timeOp(ctx, t.op); err != nil {
 				t.rec.Fail(fmt.Errorf("warm-up: %w", err))
 			}
 		}
@@ -149,9 +150,8 @@ func (t *latencyTurns) turn(ctx context.Context, name string, d time.Duration, m
 			proc.Stop()
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		t0 := time.Now()
-		err := t.op(ctx)
-		t.rec.Record(time.Since(t0), err)
+		d, err := timeOp(ctx, t.op)
+		t.rec.Record(d, err)
 	}
 	t.rec.Stop(time.Now())
 	u := proc.Stop()
@@ -360,3 +360,30 @@ func runStream(ctx context.Context, env *Env, s *Session, rows []string) ([]Resu
 
 // runsOn reports whether the scenario runs on t.
 func (sc Scenario) runsOn(t Target) bool { return sc.On == nil || sc.On(t) }
+
+// untimedKey keys the work an op leaves to run after its time is taken.
+type untimedKey struct{}
+
+// Untimed runs f after the op calling it has been timed: tearing down
+// what the op made is not part of its time. Outside timeOp, f runs now.
+// Its error counts as the op's: timeOp joins it, and outside timeOp f
+// runs at once and Untimed returns its error.
+func Untimed(ctx context.Context, f func() error) error {
+	if after, ok := ctx.Value(untimedKey{}).(*[]func() error); ok {
+		*after = append(*after, f)
+		return nil
+	}
+	return f()
+}
+
+// timeOp times one call of op, then runs what it left with Untimed.
+func timeOp(ctx context.Context, op Op) (time.Duration, error) {
+	var after []func() error
+	t0 := time.Now()
+	err := op(context.WithValue(ctx, untimedKey{}, &after))
+	d := time.Since(t0)
+	for _, f := range after {
+		err = errors.Join(err, f())
+	}
+	return d, err
+}
