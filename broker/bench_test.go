@@ -44,6 +44,25 @@ func BenchmarkReadFile4K(b *testing.B) {
 	benchGet(b, e, wsPath(ws, "/files", "4k.bin"))
 }
 
+// BenchmarkWriteFile4K is a 4 KiB file written through HTTP.
+func BenchmarkWriteFile4K(b *testing.B) {
+	e := newEnv(b, nil)
+	ws := e.workspace()
+	body := strings.Repeat("x", 4096)
+	path := wsPath(ws, "/files", "4k.bin")
+	for b.Loop() {
+		resp, err := e.hs.Client().Do(e.request("PUT", path, body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
 // BenchmarkBashTrue is the "bash true through HTTP", as a tool call.
 func BenchmarkBashTrue(b *testing.B) {
 	e := newEnv(b, nil)
