@@ -42,18 +42,21 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // p50 is a row's median in milliseconds.
 func p50(r Row) float64 { return ms(r.P50) }
 
+// loadCond says how a run of the mixed load differs from the targets'
+// (30 s, 256 clients).
+func loadCond(c Config) string {
+	var diffs []string
+	if c.Duration < 30*time.Second {
+		diffs = append(diffs, fmt.Sprintf("ran %s, target says 30s", c.Duration))
+	}
+	if c.Clients != 256 {
+		diffs = append(diffs, fmt.Sprintf("%d clients, target says 256", c.Clients))
+	}
+	return strings.Join(diffs, "; ")
+}
+
 // goals are the targets, on the local backend through HTTP.
 func goals() []Goal {
-	loadCond := func(c Config) string {
-		var diffs []string
-		if c.Duration < 30*time.Second {
-			diffs = append(diffs, fmt.Sprintf("ran %s, target says 30s", c.Duration))
-		}
-		if c.Clients != 256 {
-			diffs = append(diffs, fmt.Sprintf("%d clients, target says 256", c.Clients))
-		}
-		return strings.Join(diffs, "; ")
-	}
 	streamCond := func(c Config) string {
 		if c.StreamBytes != 1<<30 {
 			return fmt.Sprintf("streamed %s, target says 1 GiB", formatBytes(c.StreamBytes))
