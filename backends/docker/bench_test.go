@@ -1,7 +1,11 @@
 package docker_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/tarball"
 )
 
 // p50 runs op b.N times and reports the median in ms beside the mean.
@@ -102,6 +107,23 @@ func BenchmarkEngine(b *testing.B) {
 			rc.Close()
 		})
 	})
+	b.Run("Extract100MiB", func(b *testing.B) {
+		tarb := tarOf(b, 100, 1<<20)
+		b.SetBytes(100 << 20)
+		tree := opsapi.TreeOperations(ws)
+		i := 0
+		p50(b, func() {
+			i++
+			rep, err := tarball.Extract(b.Context(), bytes.NewReader(tarb), tarball.None, tarball.Dest{Files: ws, Tree: tree},
+				fmt.Sprintf("x%d", i), tarball.Limits{MaxEntries: 1 << 20, MaxBytes: 1 << 40})
+			if err != nil || rep.Files != 100 {
+				b.Fatal(rep, err)
+			}
+			b.StopTimer()
+			sh(b, ws, fmt.Sprintf("rm -rf x%d", i))
+			b.StartTimer()
+		})
+	})
 	b.Run("ExecTrue", func(b *testing.B) {
 		p50(b, func() {
 			if res, err := ws.Exec(b.Context(), opsapi.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
@@ -131,6 +153,27 @@ func BenchmarkEngine(b *testing.B) {
 			b.StartTimer()
 		})
 	})
+}
+
+// tarOf is a tar of n files of size random bytes, 64 to a directory, as
+// bench's archive rows send.
+func tarOf(b testing.TB, n, size int) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	data := make([]byte, size)
+	for i := range n {
+		rand.Read(data)
+		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("d%02d/f%04d.bin", i/64, i), Mode: 0o644, Size: int64(size), Typeflag: tar.TypeReg}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // rawExec is one plain Docker API exec round trip: create, attach (which
