@@ -62,7 +62,7 @@ type Dest struct {
 func Extract(ctx context.Context, r io.Reader, c Compression, d Dest, dir string, lim Limits) (Report, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(writers)
-	x := &extraction{ctx: gctx, g: g, d: d, dir: dir, lim: lim, links: map[string]bool{}, inflight: map[string]chan struct{}{}}
+	x := &extraction{ctx: gctx, g: g, d: d, dir: dir, lim: lim, links: map[string]bool{}, made: map[string]bool{}, inflight: map[string]chan struct{}{}}
 	zr, release, err := decompress(r, c)
 	if err != nil {
 		return x.rep, opsapi.E("extract", dir, opsapi.ErrInvalid, err)
@@ -139,6 +139,10 @@ type extraction struct {
 	// nothing is written, and no link resolves, through one, so each
 	// name's lexical meaning is where it lands.
 	links map[string]bool
+	// made are the directories (paths as Dest takes them) this
+	// extraction made or found: a file's parent is asked for once, not a
+	// workspace round trip per file.
+	made  map[string]bool
 	modes []dirMode // set once everything inside has landed
 }
 
@@ -198,6 +202,7 @@ func (x *extraction) entry(hdr *tar.Header, tr *tar.Reader) error {
 		if err := x.d.Files.Mkdir(x.ctx, p); err != nil {
 			return x.failed(hdr.Name, err)
 		}
+		x.made[p] = true
 		x.count(func(r *Report) { r.Dirs++ })
 		if m := hdr.FileInfo().Mode().Perm(); m != 0o755 {
 			x.modes = append(x.modes, dirMode{p, m})
@@ -316,9 +321,14 @@ func (x *extraction) link(hdr *tar.Header, name, p string) error {
 
 // parent makes p's directory, which a tar need not list.
 func (x *extraction) parent(p string) error {
-	if d := path.Dir(p); d != path.Clean(x.dir) {
-		return x.d.Files.Mkdir(x.ctx, d)
+	d := path.Dir(p)
+	if d == path.Clean(x.dir) || x.made[d] {
+		return nil
 	}
+	if err := x.d.Files.Mkdir(x.ctx, d); err != nil {
+		return err
+	}
+	x.made[d] = true
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -303,5 +304,45 @@ func TestManyFilesLandAsIfOneAfterAnother(t *testing.T) {
 	}
 	if seen["big.bin"] != big || seen["d2/sub/f39"] != "2-39" || seen["same"] != "second" {
 		t.Errorf("round trip: big %d bytes, d2/sub/f39 %q, same %q", len(seen["big.bin"]), seen["d2/sub/f39"], seen["same"])
+	}
+}
+
+// mkdirCounter counts the Mkdir calls that reach the workspace, by path.
+type mkdirCounter struct {
+	*local.Workspace
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (m *mkdirCounter) Mkdir(ctx context.Context, p string) error {
+	m.mu.Lock()
+	m.calls[p]++
+	m.mu.Unlock()
+	return m.Workspace.Mkdir(ctx, p)
+}
+
+// TestParentsAreMadeOncePerDirectory: a directory is asked for once,
+// listed or not, however many files land in it; each ask is a round trip
+// on a remote workspace.
+func TestParentsAreMadeOncePerDirectory(t *testing.T) {
+	ws, _ := workspace(t)
+	m := &mkdirCounter{Workspace: ws, calls: map[string]int{}}
+	entries := []entry{{name: "listed/", typ: tar.TypeDir, mode: 0o755}}
+	for f := range 20 {
+		entries = append(entries,
+			entry{name: fmt.Sprintf("listed/f%02d", f), typ: tar.TypeReg, body: "l"},
+			entry{name: fmt.Sprintf("a/b/f%02d", f), typ: tar.TypeReg, body: "b"})
+	}
+	rep, err := tarball.Extract(context.Background(), bytes.NewReader(tarOf(t, entries...)), tarball.None,
+		tarball.Dest{Files: m, Tree: ws}, "m", lim)
+	if err != nil || rep.Files != 40 || len(rep.Refused) != 0 {
+		t.Fatalf("Extract: %+v, %v", rep, err)
+	}
+	want := map[string]int{"m": 1, "m/listed": 1, "m/a/b": 1}
+	if fmt.Sprint(m.calls) != fmt.Sprint(want) {
+		t.Errorf("Mkdir calls %v, want %v", m.calls, want)
+	}
+	if got := readHost(t, filepath.Join(ws.Root(), "m/a/b/f19")); got != "b" {
+		t.Errorf("m/a/b/f19 holds %q", got)
 	}
 }
