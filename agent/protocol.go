@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -136,7 +137,7 @@ const (
 	// atomically, as SFTP's AtomicWrite extension does
 	// (sftpserver.AtomicWrite: links followed, a temporary file given the
 	// old file's mode and owner, synced when Request.Sync, renamed over
-	// the target). The bytes come in chunks (ChunkWriter); the empty
+	// the target). The bytes come in chunks (WriteChunks); the empty
 	// chunk ends them. A stream that ends before it leaves the file
 	// untouched. The agent answers a WriteReply header. Version 4.
 	OpWrite = "write"
@@ -284,40 +285,60 @@ func ReadWriteReply(r io.Reader) (WriteReply, error) {
 // maxChunk bounds a chunk's announced length.
 const maxChunk = 16 << 20
 
-// ChunkWriter writes OpWrite's bytes: each Write is one chunk, a 4-byte
-// big-endian length and the bytes. End writes the empty chunk that
-// commits them; a stream closed without it is an abort, which a plain
-// end of stream could not say.
-type ChunkWriter struct{ w io.Writer }
-
-// NewChunkWriter writes chunks to w.
-func NewChunkWriter(w io.Writer) *ChunkWriter { return &ChunkWriter{w: w} }
-
-func (c *ChunkWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil // the empty chunk is End's
-	}
-	for off := 0; off < len(p); off += maxChunk {
-		b := p[off:min(off+maxChunk, len(p))]
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-		if _, err := c.w.Write(n[:]); err != nil {
-			return off, err
+// WriteChunks writes src to w as OpWrite's bytes: chunks of a 4-byte
+// big-endian length and the bytes, then the empty chunk that commits
+// them once src has ended (io.EOF). A src that fails leaves the end out,
+// so the stream's close is an abort, which a plain end of stream could
+// not say. Each chunk is one Write, its length with it, and the last
+// carries the end too: each Write is a yamux frame, a wait on its send
+// loop and a TLS record, and a small file paid three where one does.
+func WriteChunks(w io.Writer, src io.Reader) (int64, error) {
+	bp := chunkBuffers.Get().(*[]byte)
+	defer chunkBuffers.Put(bp)
+	buf := *bp
+	// One byte past a full chunk is read to learn whether src goes on;
+	// it starts the next chunk.
+	var total int64
+	carry := 0
+	for {
+		n, err := io.ReadFull(src, buf[4+carry:4+WriteChunk+1])
+		n += carry
+		switch {
+		case err == nil: // a full chunk and one byte more
+			binary.BigEndian.PutUint32(buf, WriteChunk)
+			if _, err := w.Write(buf[:4+WriteChunk]); err != nil {
+				return total, err
+			}
+			total += WriteChunk
+			buf[4] = buf[4+WriteChunk]
+			carry = 1
+			continue
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		default:
+			return total, err
 		}
-		if _, err := c.w.Write(b); err != nil {
-			return off, err
+		// The last chunk and the empty one, or the empty one alone.
+		last := buf[:4]
+		if n > 0 {
+			binary.BigEndian.PutUint32(buf, uint32(n))
+			last = buf[:4+n+4]
 		}
+		clear(last[len(last)-4:])
+		if _, err := w.Write(last); err != nil {
+			return total, err
+		}
+		return total + int64(n), nil
 	}
-	return len(p), nil
 }
 
-// End writes the empty chunk: the bytes are whole.
-func (c *ChunkWriter) End() error {
-	_, err := c.w.Write(make([]byte, 4))
-	return err
-}
+// chunkBuffers keep WriteChunks' buffers: a chunk with its length, the
+// byte read past it and the end.
+var chunkBuffers = sync.Pool{New: func() any { b := make([]byte, 4+WriteChunk+1+4); return &b }}
 
-// ChunkReader reads what a ChunkWriter wrote: io.EOF after the empty
+// WriteChunk is the size of OpWrite's chunks: RawChunk, as a read's.
+const WriteChunk = RawChunk
+
+// ChunkReader reads what WriteChunks wrote: io.EOF after the empty
 // chunk, io.ErrUnexpectedEOF when the stream ends before it.
 type ChunkReader struct {
 	r    io.Reader
@@ -355,6 +376,12 @@ func (c *ChunkReader) Read(p []byte) (int, error) {
 		return n, unexpected(err)
 	}
 	return n, nil
+}
+
+// WriteTo copies the chunks' bytes to w a RawChunk at a time: io.Copy
+// to a file would otherwise write 32 KiB per system call.
+func (c *ChunkReader) WriteTo(w io.Writer) (int64, error) {
+	return CopyLarge(w, struct{ io.Reader }{c})
 }
 
 func unexpected(err error) error {

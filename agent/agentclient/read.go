@@ -94,15 +94,10 @@ func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bo
 	}
 	defer stop()
 	defer st.Close()
-	cw := agent.NewChunkWriter(st)
-	// Large chunks: one yamux frame each (see agent.RawChunk).
-	if _, err := agent.CopyLarge(cw, r); err != nil {
+	if _, err := agent.WriteChunks(st, r); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return err
-	}
-	if err := cw.End(); err != nil {
 		return err
 	}
 	rep, err := agent.ReadWriteReply(st)
