@@ -335,8 +335,15 @@ func WriteChunks(w io.Writer, src io.Reader) (int64, error) {
 // byte read past it and the end.
 var chunkBuffers = sync.Pool{New: func() any { b := make([]byte, 4+WriteChunk+1+4); return &b }}
 
-// WriteChunk is the size of OpWrite's chunks: RawChunk, as a read's.
-const WriteChunk = RawChunk
+// WriteChunk is the size of OpWrite's chunks, and so of the yamux frames
+// carrying a write. Unlike a read's (RawChunk), they are kept small: yamux
+// holds a stream's receive buffer locked while a whole frame comes in, so
+// the agent's writes to the file take turns with large frames instead of
+// overlapping them, and each new stream's buffer grows (zeroed, then
+// collected) to the largest frame it holds. The 100 MiB tar of 1 MiB
+// files took 295 ms (p50) in-process with 512 KiB frames, 246 ms with
+// 128 KiB (BenchmarkEngine/Extract100MiB, one interleaved run).
+const WriteChunk = 128 << 10
 
 // ChunkReader reads what WriteChunks wrote: io.EOF after the empty
 // chunk, io.ErrUnexpectedEOF when the stream ends before it.
