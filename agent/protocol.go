@@ -385,8 +385,8 @@ func (c *ChunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteTo copies the chunks' bytes to w a RawChunk at a time: io.Copy
-// to a file would otherwise write 32 KiB per system call.
+// WriteTo copies the chunks' bytes to w as they come, up to a chunk at
+// a time: io.Copy to a file would otherwise write 32 KiB per system call.
 func (c *ChunkReader) WriteTo(w io.Writer) (int64, error) {
 	return CopyLarge(w, struct{ io.Reader }{c})
 }
