@@ -6,7 +6,7 @@
 #
 #   scripts/kube-cluster.sh build                  # build (or reuse) the binaries; prints their folder
 #   scripts/kube-cluster.sh up DIR                 # start a cluster whose state lives in DIR
-#   scripts/kube-cluster.sh env DIR                # KUBECONFIG=DIR/kubeconfig (and PATH for kubectl)
+#   scripts/kube-cluster.sh env DIR                # KUBECONFIG=DIR/kubeconfig, WSBROKER_KUBE_BIN=<kubectl's folder>
 #   scripts/kube-cluster.sh import-docker-image DIR IMAGE   # docker engine image -> the cluster's containerd
 #   scripts/kube-cluster.sh down DIR               # stop all it started, pods included; unmount
 #
@@ -424,6 +424,12 @@ make_cgroup_root() {
 	fi
 }
 
+up_failed() {
+	[ "$1" = 0 ] && return 0
+	log "up failed; the last lines of each log follow; run: $0 down $DIR"
+	tail -n 5 "$DIR"/logs/*.log >&2 || true
+}
+
 cmd_up() {
 	[ $# -eq 1 ] || usage
 	[ "$(id -u)" = 0 ] || die "needs root"
@@ -438,6 +444,9 @@ cmd_up() {
 	done
 	mkdir -p "$DIR/logs" "$DIR/run"
 	touch "$DIR/run/up"
+	# A failed start leaves what it started for the logs to be read; say
+	# what the components said last, and that down still has to run.
+	trap 'up_failed $?' EXIT
 	make_pki
 	write_configs
 	log "certificates and configs: $(since "$t0")"
@@ -497,6 +506,7 @@ cmd_up() {
 		die "node not Ready; logs in $DIR/logs"
 	log "node Ready: $(since "$t0")"
 	wait_for 60 "the default service account" kubectl_ get serviceaccount default
+	trap - EXIT
 	log "cluster up in $(since "$t0"); KUBECONFIG=$DIR/kubeconfig"
 }
 
@@ -615,8 +625,8 @@ cmd_env() {
 	DIR="$(abs "$1")"
 	[ -f "$DIR/kubeconfig" ] || die "no cluster in $DIR"
 	echo "KUBECONFIG=$DIR/kubeconfig"
-	# kubectl of the same build, for tests and people.
-	echo "PATH=$(bin_dir):$PATH"
+	# The folder of kubectl (and the rest) of the same build, for tests.
+	echo "WSBROKER_KUBE_BIN=$(bin_dir)"
 }
 
 # import-docker-image DIR IMAGE copies an image of the local docker engine
