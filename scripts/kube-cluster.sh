@@ -212,12 +212,20 @@ start() {
 	echo $! >"$DIR/run/$name.pid"
 }
 
-# wait_for SECONDS WHAT CMD... retries CMD every 0.1 s until it succeeds.
+# wait_for SECONDS WHAT CMD... retries CMD every 0.1 s until it succeeds,
+# failing at once when a component it started has exited.
 wait_for() {
-	local limit="$1" what="$2" t0
+	local limit="$1" what="$2" t0 f name
 	shift 2
 	t0="$(now)"
 	until "$@" >/dev/null 2>&1; do
+		for f in "$DIR"/run/*.pid; do
+			name="$(basename "$f" .pid)"
+			if ! running "$name" "$(cat "$f")"; then
+				log "$name exited while waiting for $what; see $DIR/logs/$name.log"
+				return 1
+			fi
+		done
 		if awk -v a="$t0" -v b="$(now)" -v l="$limit" 'BEGIN { exit !(b - a > l) }'; then
 			log "timed out after ${limit}s waiting for $what; logs in $DIR/logs"
 			return 1
@@ -435,7 +443,7 @@ cmd_up() {
 	[ "$(id -u)" = 0 ] || die "needs root"
 	DIR="$(abs "$1")"
 	BIN="$(bin_dir)"
-	local cache t0 t p
+	local cache t0 p
 	cache="$(dirname "$BIN")"
 	t0="$(now)"
 	[ -e "$DIR/run/up" ] && die "$DIR holds a cluster already (run $0 down $DIR)"
@@ -517,13 +525,13 @@ cmd_up() {
 running() {
 	local state
 	state="$(awk '{ print $3 }' "/proc/$2/stat" 2>/dev/null)" || return 1
-	[ -n "$state" ] && [ "$state" != Z ] && tr '\0' ' ' <"/proc/$2/cmdline" 2>/dev/null | grep -qF -- "$1"
+	[ -n "$state" ] && [ "$state" != Z ] && tr '\0' ' ' 2>/dev/null <"/proc/$2/cmdline" | grep -qF -- "$1"
 }
 
 # stop NAME... sends SIGTERM to those components together and waits up to
 # 10 s for all of them, then sends SIGKILL to what is left.
 stop() {
-	local name pid t0 left i
+	local name pid t0 left
 	local -A pids=()
 	t0="$(now)"
 	for name in "$@"; do
@@ -534,7 +542,7 @@ stop() {
 			kill -TERM "$pid" 2>/dev/null || true
 		fi
 	done
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		left=0
 		for name in "${!pids[@]}"; do running "$name" "${pids[$name]}" && left=1; done
 		[ "$left" = 0 ] && break
@@ -555,7 +563,7 @@ stop() {
 pids_matching() {
 	local p
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$1" && echo "${p#/proc/}"
 	done
 	return 0
 }
@@ -571,7 +579,12 @@ cmd_down() {
 
 	# Pods first, through the API, while the kubelet still runs: it stops
 	# their containers and tears their sandboxes down (CNI DEL, netns).
-	if [ -n "$BIN" ] && [ -f "$DIR/kubeconfig" ] && kubectl_ get --raw /readyz >/dev/null 2>&1; then
+	# Only when the kubelet and containerd live: otherwise nothing would
+	# act on the deletion and it would just wait out its timeout.
+	if [ -n "$BIN" ] && [ -f "$DIR/kubeconfig" ] &&
+		running kubelet "$(cat "$DIR/run/kubelet.pid" 2>/dev/null)" &&
+		running containerd "$(cat "$DIR/run/containerd.pid" 2>/dev/null)" &&
+		kubectl_ get --raw /readyz >/dev/null 2>&1; then
 		kubectl_ delete pods --all --all-namespaces --grace-period=1 --wait=true --timeout=30s >/dev/null 2>&1 ||
 			log "pods not all deleted through the API; removing what is left directly"
 		log "pods deleted: $(since "$t0")"
@@ -599,7 +612,7 @@ cmd_down() {
 	stop containerd
 	log "containerd stopped: $(since "$t0")"
 	# Shims outlive containerd by design; ours name this cluster's socket.
-	for pid in $(pids_matching "$DIR/containerd/containerd.sock"); do kill -KILL "$pid" 2>/dev/null || true; done
+	for pid in $(pids_matching " -address $DIR/containerd/containerd.sock"); do kill -KILL "$pid" 2>/dev/null || true; done
 	# Anything still in a container of ours (runc root under DIR).
 	if [ -d "$DIR/runc" ]; then
 		for id in $(runc --root "$DIR/runc/k8s.io" list -q 2>/dev/null); do
