@@ -55,15 +55,20 @@ func TestWriteChunksIsOneWritePerChunk(t *testing.T) {
 
 // TestWriteChunksLeavesTheEndOutOnAFailure: a source that fails sends no
 // end, so the agent takes the stream's close for an abort.
+// A request body cut short says io.ErrUnexpectedEOF: that is a failure
+// too, however much came before it.
 func TestWriteChunksLeavesTheEndOutOnAFailure(t *testing.T) {
-	boom := errors.New("source failed")
-	var w writes
-	src := io.MultiReader(bytes.NewReader(make([]byte, agent.WriteChunk+10)), iotest.ErrReader(boom))
-	if _, err := agent.WriteChunks(&w, src); !errors.Is(err, boom) {
-		t.Fatalf("WriteChunks = %v, want %v", err, boom)
-	}
-	_, err := io.Copy(io.Discard, agent.NewChunkReader(bytes.NewReader(bytes.Join(w, nil))))
-	if !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("reading what was sent: %v, want io.ErrUnexpectedEOF", err)
+	for _, size := range []int{0, 10, agent.WriteChunk - 1, agent.WriteChunk, agent.WriteChunk + 10} {
+		for _, boom := range []error{errors.New("source failed"), io.ErrUnexpectedEOF} {
+			var w writes
+			src := io.MultiReader(bytes.NewReader(make([]byte, size)), iotest.ErrReader(boom))
+			if _, err := agent.WriteChunks(&w, src); !errors.Is(err, boom) {
+				t.Fatalf("%d bytes then %v: WriteChunks = %v", size, boom, err)
+			}
+			_, err := io.Copy(io.Discard, agent.NewChunkReader(bytes.NewReader(bytes.Join(w, nil))))
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("%d bytes then %v: reading what was sent: %v, want io.ErrUnexpectedEOF", size, boom, err)
+			}
+		}
 	}
 }

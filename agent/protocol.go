@@ -301,7 +301,7 @@ func WriteChunks(w io.Writer, src io.Reader) (int64, error) {
 	var total int64
 	carry := 0
 	for {
-		n, err := io.ReadFull(src, buf[4+carry:4+WriteChunk+1])
+		n, err := fill(src, buf[4+carry:4+WriteChunk+1])
 		n += carry
 		switch {
 		case err == nil: // a full chunk and one byte more
@@ -313,7 +313,7 @@ func WriteChunks(w io.Writer, src io.Reader) (int64, error) {
 			buf[4] = buf[4+WriteChunk]
 			carry = 1
 			continue
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		case err == io.EOF: //nolint:errorlint // io.EOF is returned as is; a wrapped one is a failure
 		default:
 			return total, err
 		}
@@ -329,6 +329,23 @@ func WriteChunks(w io.Writer, src io.Reader) (int64, error) {
 		}
 		return total + int64(n), nil
 	}
+}
+
+// fill reads src into b until b is full (err nil) or src ends: io.EOF
+// only for a clean end. Unlike io.ReadFull it passes on what src said: a
+// request body cut short answers io.ErrUnexpectedEOF, which must abort
+// the write, while ReadFull says the same of a clean end that left b
+// part full.
+func fill(src io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := src.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // chunkBuffers keep WriteChunks' buffers: a chunk with its length, the
