@@ -431,13 +431,9 @@ func (w *Workspace) memoryLimit(ctx context.Context) int64 {
 	return info.HostConfig.Memory
 }
 
-// checkCwd resolves the links of cwd inside the container and refuses a
-// directory that lands under /proc, or one with an ancestor that does:
-// fdlink/7 with fdlink -> /proc/self/fd names fd 7 of whichever process
-// resolves it (the file server's here, the command's in the container),
-// so it is refused whatever it resolves to now. Each ancestor costs one
-// round trip; a cwd without a slash has none. A missing directory is
-// ErrNotExist.
+// checkCwd refuses a working directory that resolves, or has an ancestor
+// that resolves, under /proc inside the container; see
+// sftpops.FS.CheckCwd.
 //
 // Without an SFTP channel (an image with no server and none injected)
 // only the lexical check has been made; the engine still never sees the
@@ -450,26 +446,7 @@ func (w *Workspace) checkCwd(ctx context.Context, op, given, cwd string) error {
 	if err != nil {
 		return err
 	}
-	refuse := func(real string) error {
-		return opsapi.E(op, given, opsapi.ErrPermission, fmt.Errorf("working directory resolves to %s, under /proc: refused", real))
-	}
-	real, err := fs.RealPath(ctx, cwd)
-	switch {
-	case err == nil && underProc(real):
-		return refuse(real)
-	case err == nil, errors.Is(err, opsapi.ErrNotDir), errors.Is(err, opsapi.ErrPermission), errors.Is(err, opsapi.ErrNotExist):
-	default:
-		return err
-	}
-	for dir := path.Dir(cwd); dir != "/" && dir != "."; dir = path.Dir(dir) {
-		if parent, perr := fs.RealPath(ctx, dir); perr == nil && underProc(parent) {
-			return refuse(parent + "/" + strings.TrimPrefix(cwd, dir+"/"))
-		}
-	}
-	if errors.Is(err, opsapi.ErrNotExist) {
-		return err
-	}
-	return nil // the wrapper reports what it finds
+	return fs.CheckCwd(ctx, op, given, cwd)
 }
 
 // Search runs `rg --json` in the container, in an exec of its own; see

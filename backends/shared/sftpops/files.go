@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -1008,3 +1009,37 @@ func resolveLinks(c *sftp.Client, abs string) (string, error) {
 	}
 	return resolved, nil
 }
+
+// CheckCwd resolves the links of cwd (absolute) on the server and refuses
+// a directory that lands under /proc, or one with an ancestor that does:
+// fdlink/7 with fdlink -> /proc/self/fd names fd 7 of whichever process
+// resolves it (the file server's here, the command's later), so it is
+// refused whatever it resolves to now. Each ancestor costs one round
+// trip; a cwd without a slash has none. A missing directory is
+// ErrNotExist; one that is not a directory is left for the command's
+// wrapper to report.
+func (f *FS) CheckCwd(ctx context.Context, op, given, cwd string) error {
+	refuse := func(real string) error {
+		return opsapi.E(op, given, opsapi.ErrPermission, fmt.Errorf("working directory resolves to %s, under /proc: refused", real))
+	}
+	real, err := f.RealPath(ctx, cwd)
+	switch {
+	case err == nil && underProc(real):
+		return refuse(real)
+	case err == nil, errors.Is(err, opsapi.ErrNotDir), errors.Is(err, opsapi.ErrPermission), errors.Is(err, opsapi.ErrNotExist):
+	default:
+		return err
+	}
+	for dir := path.Dir(cwd); dir != "/" && dir != "."; dir = path.Dir(dir) {
+		if parent, perr := f.RealPath(ctx, dir); perr == nil && underProc(parent) {
+			return refuse(parent + "/" + strings.TrimPrefix(cwd, dir+"/"))
+		}
+	}
+	if errors.Is(err, opsapi.ErrNotExist) {
+		return err
+	}
+	return nil // the wrapper reports what it finds
+}
+
+// underProc reports whether the absolute path p is /proc or below it.
+func underProc(p string) bool { return opsapi.Within("/proc", path.Clean(p)) }

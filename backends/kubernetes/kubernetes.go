@@ -1,0 +1,515 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"regexp"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// Labels and annotations on every pod the backend makes. Labels select
+// (a label value is at most 63 characters); annotations hold what may be
+// longer, the workspace id among them.
+const (
+	LabelManaged        = "wsbroker.managed"    // "1"
+	LabelBroker         = "wsbroker.broker"     // Config.Identity
+	AnnotationWorkspace = "wsbroker/workspace"  // the workspace id
+	AnnotationCreatedAt = "wsbroker/created-at" // RFC 3339, UTC
+	AnnotationRoot      = "wsbroker/root"       // the workspace directory
+	AnnotationOwner     = "wsbroker/owner"      // the owning tenant
+)
+
+// namePrefix starts every pod's name.
+const namePrefix = "wsbroker-"
+
+// agentName is the agent's binary, looked for beside the broker and on
+// PATH.
+const agentName = "wsb-sftp-server"
+
+// Backend creates workspaces as pods of one namespace.
+type Backend struct {
+	cfg    Config
+	rest   *rest.Config
+	cs     kubernetes.Interface
+	logger *slog.Logger
+	agent  agentBinary
+
+	mu         sync.Mutex
+	workspaces map[string]*Workspace
+	closed     bool
+}
+
+// agentBinary is the local agent copied into pods, and its content hash,
+// which names it there.
+type agentBinary struct {
+	path string
+	hash string
+}
+
+// New checks cfg (zero fields take NewConfig's defaults), connects to the
+// cluster, finds the agent binary and, with network "none", makes sure
+// the namespace's deny-all NetworkPolicy for the broker's pods exists. A
+// cluster that does not answer is ErrUnavailable.
+func New(cfg Config, logger *slog.Logger) (*Backend, error) {
+	const op = "kubernetes.New"
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("backend", "kubernetes")
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
+	}
+	// client-go's default of 5 requests a second would queue a busy
+	// broker's creates and execs behind each other.
+	rc.QPS, rc.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
+	}
+	b := &Backend{cfg: cfg, rest: rc, cs: cs, logger: logger, workspaces: map[string]*Workspace{}}
+	bin, err := staticbin.Find(cfg.AgentBinary, agentName)
+	if err != nil {
+		return nil, opsapi.E(op, cfg.AgentBinary, opsapi.ErrInvalid, fmt.Errorf("the in-box agent is required: %w", err))
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, opsapi.E(op, bin, opsapi.ErrInvalid, err)
+	}
+	sum := sha256.Sum256(data)
+	b.agent = agentBinary{path: bin, hash: hex.EncodeToString(sum[:12])}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ver, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return nil, opsapi.E(op, rc.Host, opsapi.ErrUnavailable, err)
+	}
+	if cfg.Network == NetworkNone {
+		if err := b.ensureDenyAll(ctx); err != nil {
+			return nil, opsapi.E(op, cfg.Namespace, opsapi.ErrUnavailable, fmt.Errorf("the deny-all network policy: %w", err))
+		}
+	} else {
+		logger.Warn("workspace pods are on the cluster's network", "network", cfg.Network)
+	}
+	logger.Info("kubernetes cluster", "server", rc.Host, "version", ver.GitVersion, "namespace", cfg.Namespace, "agent", bin)
+	return b, nil
+}
+
+// restConfig is the kubeconfig file's configuration, or the in-cluster
+// one when path is empty.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", path)
+}
+
+// Name is the backend's registry name.
+func (b *Backend) Name() string { return "kubernetes" }
+
+// selector picks this broker's pods.
+func (b *Backend) selector() map[string]string {
+	return map[string]string{LabelManaged: "1", LabelBroker: b.cfg.Identity}
+}
+
+// ensureDenyAll makes (or leaves) the NetworkPolicy that gives this
+// broker's pods no ingress and no egress. It holds only where the
+// cluster's network plugin enforces NetworkPolicy.
+func (b *Backend) ensureDenyAll(ctx context.Context) error {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: namePrefix + "deny-all-" + b.cfg.Identity, Labels: b.selector()},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: b.selector()},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	_, err := b.cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// validID: what the broker's ids look like; the pod's name is a hash of
+// it, so any such id fits.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// podName is workspace id's pod: a DNS label, which ids need not be.
+func podName(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return namePrefix + hex.EncodeToString(sum[:10])
+}
+
+// createOptions are the options Create accepts.
+type createOptions struct {
+	Image  string `json:"image"`
+	Limits *struct {
+		Memory ByteSize `json:"memory"`
+		CPUs   float64  `json:"cpus"`
+		Disk   ByteSize `json:"disk"`
+	} `json:"limits"`
+}
+
+// spec is a workspace pod's settings after options and configuration.
+type spec struct {
+	image  string
+	memory int64
+	cpus   float64
+	disk   int64
+}
+
+// resolve decodes options strictly and checks them against the
+// configuration: an image not allowed, or limits above the configured
+// ones, are errors.
+func (b *Backend) resolve(options json.RawMessage) (spec, error) {
+	c := b.cfg
+	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
+	var o createOptions
+	if raw := bytes.TrimSpace(options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return s, fmt.Errorf("options: %w", err)
+		}
+	}
+	var errs []error
+	if o.Image != "" {
+		if !b.imageAllowed(o.Image) {
+			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
+		}
+		s.image = o.Image
+	}
+	if l := o.Limits; l != nil {
+		if l.Memory != 0 {
+			if l.Memory < 16<<20 || l.Memory > c.Memory || l.Memory <= c.TmpfsSize {
+				errs = append(errs, fmt.Errorf("limits.memory %d must be between 16 MiB (and above tmpfsSize) and %d", l.Memory, c.Memory))
+			}
+			s.memory = int64(l.Memory)
+		}
+		if l.CPUs != 0 {
+			if l.CPUs < 0.01 || l.CPUs > c.CPUs {
+				errs = append(errs, fmt.Errorf("limits.cpus %v must be between 0.01 and %v", l.CPUs, c.CPUs))
+			}
+			s.cpus = l.CPUs
+		}
+		if l.Disk != 0 {
+			if l.Disk < 8<<20 || l.Disk > c.Disk {
+				errs = append(errs, fmt.Errorf("limits.disk %d must be between 8 MiB and %d", l.Disk, c.Disk))
+			}
+			s.disk = int64(l.Disk)
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+func (b *Backend) imageAllowed(image string) bool {
+	if image == b.cfg.DefaultImage {
+		return true
+	}
+	for _, p := range b.cfg.AllowedImages {
+		if ok, _ := path.Match(p, image); ok || p == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Create makes the workspace's pod, waits until it runs, and starts its
+// agent. Bad options are ErrInvalid, an existing id ErrExist, a cluster
+// that does not answer ErrUnavailable. A pod that cannot start (an image
+// that is not there, a node that refuses it) is removed, and the error
+// says why.
+func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.Workspace, error) {
+	const op = "kubernetes.Create"
+	if !validID.MatchString(ws.ID) {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, fmt.Errorf("invalid workspace id %q", ws.ID))
+	}
+	s, err := b.resolve(ws.Options)
+	if err != nil {
+		return nil, opsapi.E(op, ws.ID, opsapi.ErrInvalid, err)
+	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
+	defer cancel()
+	created := time.Now().UTC()
+	pod := b.podSpec(ws, s, created)
+	if _, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
+		}
+		return nil, apiErr(op, ws.ID, err)
+	}
+	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created)
+	if err := b.waitRunning(ctx, pod.Name); err != nil {
+		b.removeFailed(w)
+		return nil, opsapi.E(op, ws.ID, nil, err)
+	}
+	if _, err := w.agentClient(ctx); err != nil {
+		b.removeFailed(w)
+		return nil, opsapi.E(op, ws.ID, nil, err)
+	}
+	w.logger.Info("workspace created", "pod", pod.Name, "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+		"disk", ByteSize(s.disk))
+	return w, nil
+}
+
+// removeFailed removes what a failed create left, even when ctx is what
+// failed.
+func (b *Backend) removeFailed(w *Workspace) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.destroy(ctx, "its create failed"); err != nil {
+		b.logger.Warn("cleanup after a failed create", "workspace", w.id, "err", err)
+	}
+}
+
+// waitRunning waits until pod's workspace container runs, failing early
+// with the kubelet's reason when it cannot start.
+func (b *Backend) waitRunning(ctx context.Context, name string) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pod, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return apiErr("kubernetes.wait", name, err)
+		}
+		if why := startFailure(pod); why != "" {
+			return opsapi.E("kubernetes.wait", name, opsapi.ErrInvalid, errors.New(why))
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == containerName && cs.State.Running != nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return opsapi.E("kubernetes.wait", name, opsapi.ErrUnavailable,
+				fmt.Errorf("pod not running (phase %s): %w", pod.Status.Phase, ctx.Err()))
+		case <-tick.C:
+		}
+	}
+}
+
+// startFailure is why pod can never start, "" while it may.
+func startFailure(pod *corev1.Pod) string {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return fmt.Sprintf("pod %s: %s", pod.Status.Phase, pod.Status.Message)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+				"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return fmt.Sprintf("container cannot start: %s: %s", w.Reason, w.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// podSpec is the hardened pod of workspace ws.
+func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *corev1.Pod {
+	c := b.cfg
+	uid, gid, _ := numericUser(c.User)
+	yes, no := true, false
+	annotations := map[string]string{
+		AnnotationWorkspace: ws.ID,
+		AnnotationCreatedAt: created.Format(time.RFC3339Nano),
+		AnnotationRoot:      c.WorkspaceDir,
+	}
+	if ws.Owner != "" {
+		annotations[AnnotationOwner] = ws.Owner
+	}
+	var runtimeClass *string
+	if c.RuntimeClassName != "" {
+		runtimeClass = &c.RuntimeClassName
+	}
+	grace := int64(0)
+	limits := corev1.ResourceList{
+		corev1.ResourceMemory: *resource.NewQuantity(s.memory, resource.BinarySI),
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(s.cpus*1000), resource.DecimalSI),
+	}
+	sized := func(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.BinarySI) }
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName(ws.ID), Labels: b.selector(), Annotations: annotations},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: &grace,
+			RuntimeClassName:              runtimeClass,
+			NodeSelector:                  c.NodeSelector,
+			Hostname:                      "workspace",
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   &yes,
+				RunAsUser:      &uid,
+				RunAsGroup:     &gid,
+				FSGroup:        &gid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           s.image,
+				ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
+				// The main process only has to live; the agent is
+				// started beside it over exec.
+				Command:    []string{"sleep", "infinity"},
+				WorkingDir: c.WorkspaceDir,
+				Env:        []corev1.EnvVar{{Name: "LANG", Value: "C.UTF-8"}, {Name: "TERM", Value: "dumb"}},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no,
+					Privileged:               &no,
+					ReadOnlyRootFilesystem:   &yes,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				Resources: corev1.ResourceRequirements{Limits: limits},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "workspace", MountPath: c.WorkspaceDir},
+					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "agent", MountPath: agentDir},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sized(s.disk)}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+					Medium: corev1.StorageMediumMemory, SizeLimit: sized(int64(c.TmpfsSize))}}},
+				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sized(agentDirSize)}}},
+			},
+		},
+	}
+}
+
+// adopt returns the backend's Workspace for id, making it when new.
+func (b *Backend) adopt(id, pod, owner, root string, created time.Time) *Workspace {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w, ok := b.workspaces[id]; ok && !w.destroyed.Load() {
+		return w
+	}
+	w := newWorkspace(b, id, pod, owner, root, created)
+	b.workspaces[id] = w
+	return w
+}
+
+func (b *Backend) forget(w *Workspace) {
+	b.mu.Lock()
+	if b.workspaces[w.id] == w {
+		delete(b.workspaces, w.id)
+	}
+	b.mu.Unlock()
+}
+
+func (b *Backend) usable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return opsapi.E("kubernetes", "", opsapi.ErrUnavailable, errors.New("backend closed"))
+	}
+	return nil
+}
+
+// List finds this broker's workspace pods (its identity label) after a
+// restart, from their annotations. Pods being deleted are left out.
+func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error) {
+	const op = "kubernetes.List"
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	pods, err := b.cs.CoreV1().Pods(b.cfg.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(b.selector()).String()})
+	if err != nil {
+		return nil, apiErr(op, "", err)
+	}
+	out := map[string]opsapi.Workspace{}
+	for _, p := range pods.Items {
+		id := p.Annotations[AnnotationWorkspace]
+		if !validID.MatchString(id) || p.Name != podName(id) || p.DeletionTimestamp != nil {
+			continue
+		}
+		created, err := time.Parse(time.RFC3339Nano, p.Annotations[AnnotationCreatedAt])
+		if err != nil {
+			created = p.CreationTimestamp.UTC()
+		}
+		root := p.Annotations[AnnotationRoot]
+		if !path.IsAbs(root) || path.Clean(root) != root || underProc(root) {
+			root = b.cfg.WorkspaceDir
+		}
+		out[id] = b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created)
+	}
+	return out, nil
+}
+
+// Ping asks the API server for its version (opsapi.Pinger).
+func (b *Backend) Ping(ctx context.Context) error {
+	if _, err := b.cs.CoreV1().Namespaces().Get(ctx, b.cfg.Namespace, metav1.GetOptions{}); err != nil {
+		return apiErr("kubernetes.Ping", b.cfg.Namespace, err)
+	}
+	return nil
+}
+
+// Close ends every agent connection. Workspaces (pods) stay.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	ws := b.workspaces
+	b.mu.Unlock()
+	for _, w := range ws {
+		w.closeAgent()
+	}
+	return nil
+}
+
+// apiErr classifies an error of the API server.
+func apiErr(op, p string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return opsapi.E(op, p, opsapi.ErrNotExist, err)
+	case apierrors.IsAlreadyExists(err):
+		return opsapi.E(op, p, opsapi.ErrExist, err)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err):
+		return opsapi.E(op, p, opsapi.ErrInvalid, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return opsapi.E(op, p, nil, err)
+	default:
+		return opsapi.E(op, p, opsapi.ErrUnavailable, err)
+	}
+}
+
+var (
+	_ opsapi.Backend      = (*Backend)(nil)
+	_ opsapi.Rediscoverer = (*Backend)(nil)
+	_ opsapi.Pinger       = (*Backend)(nil)
+)
