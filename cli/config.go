@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/tenant"
@@ -71,6 +72,11 @@ type serveConfig struct {
 	// --docker/--docker-host is given; nil means off, so a zero-config
 	// start needs no engine.
 	Docker *docker.Config `yaml:"docker"`
+	// Kubernetes configures the kubernetes backend (package kubernetes's
+	// Config: kubeconfig, namespace, defaultImage, memory, disk,
+	// runtimeClassName, network, ...). Served only when this section is
+	// present; nil means off.
+	Kubernetes *kubernetes.Config `yaml:"kubernetes"`
 	// Tenants, when present, replace the token file: each has its own
 	// token hashes, quotas, backends, images and policy file (see
 	// docs/tenancy.md). They reload on SIGHUP and when a file changes.

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/background"
@@ -268,6 +269,17 @@ func newBackends(cfg serveConfig, logger *slog.Logger) (map[string]opsapi.Backen
 		}
 		backends[db.Name()] = db
 		closers = append(closers, db)
+	}
+	if cfg.Kubernetes != nil {
+		kc := *cfg.Kubernetes
+		kc.Identity = cfg.Identity
+		kb, err := kubernetes.New(kc, logger)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("kubernetes backend: %w", err)
+		}
+		backends[kb.Name()] = kb
+		closers = append(closers, kb)
 	}
 	return backends, closeAll, nil
 }
