@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -281,4 +284,80 @@ func TestReadDirListsInOneAnswer(t *testing.T) {
 	if _, err := c.ReadDir(t.Context(), filepath.Join(dir, "missing")); opsapi.Classify(err) != opsapi.ErrNotExist {
 		t.Errorf("ReadDir of a missing path: %v, want not_exist", err)
 	}
+}
+
+// TestFailedWriteIsCleanWhenItReturns: over a slow connection (the
+// client's bytes reach the agent 50 ms late, as over a pod's exec
+// stream), a write whose source fails returns only once the agent has
+// dropped its temporary file, not when the client has sent the abort.
+func TestFailedWriteIsCleanWhenItReturns(t *testing.T) {
+	agentBinary(t)
+	clientEnd, agentSide := net.Pipe()
+	relayIn, agentEnd := net.Pipe()
+	s := &agent.Server{Self: binary}
+	go func() { _ = s.ServeConn(agentEnd) }()
+	go delayCopy(relayIn, agentSide, 50*time.Millisecond)
+	go func() { _, _ = io.Copy(agentSide, relayIn) }()
+	t.Cleanup(func() {
+		clientEnd.Close()
+		agentSide.Close()
+		relayIn.Close()
+		agentEnd.Close()
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := agentclient.New(ctx, clientEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("original"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("source failed")
+	r := io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 300<<10)), iotest.ErrReader(boom))
+	if err := c.WriteFile(ctx, p, r, false); !errors.Is(err, boom) {
+		t.Fatalf("WriteFile with a failing reader: %v, want %v", err, boom)
+	}
+	entries, _ := os.ReadDir(dir)
+	got, _ := os.ReadFile(p)
+	if len(entries) != 1 || string(got) != "original" {
+		names := []string{}
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("when WriteFile returned, the file held %q and the directory %v", got, names)
+	}
+}
+
+// delayCopy copies src to dst, each read delivered d after it arrived,
+// in order: a connection with latency.
+func delayCopy(dst io.WriteCloser, src io.Reader, d time.Duration) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		for {
+			b := make([]byte, 64<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				q <- chunk{b[:n], time.Now().Add(d)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		time.Sleep(time.Until(c.at))
+		if _, err := dst.Write(c.b); err != nil {
+			return
+		}
+	}
+	dst.Close()
 }

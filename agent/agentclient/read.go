@@ -98,6 +98,13 @@ func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// The stream ended without its last chunk: the agent removes its
+		// temporary file, then answers. Wait for that answer (the stream
+		// is half closed), so nothing of the write is left when this
+		// returns; on a slow transport the listing right after a failed
+		// write otherwise still shows the temporary file.
+		_ = st.Close()
+		_, _ = agent.ReadWriteReply(st)
 		return err
 	}
 	rep, err := agent.ReadWriteReply(st)
