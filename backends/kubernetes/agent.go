@@ -26,20 +26,22 @@ const agentStartTimeout = time.Minute
 // agentPath is where the agent of this broker's build lives in a pod.
 func (b *Backend) agentPath() string { return agentDir + "/agent-" + b.agent.hash }
 
-// installScript copies stdin to $1 unless a file of size $2 is there. The
-// shell stays alive, its stdout open, until the copy is done: the
-// container runtime stops passing stdin to a process that closed its
-// stdout, which would cut the binary short.
+// installScript copies stdin to $1, made executable by its owner only,
+// and says how many bytes arrived. The shell stays alive, its stdout
+// open, until the copy is done: the container runtime stops passing
+// stdin to a process that closed its stdout, which would cut the binary
+// short with no error.
 const installScript = `set -e
-if [ -x "$1" ] && [ "$(wc -c < "$1")" = "$2" ]; then echo have; exit 0; fi
 t="$1.tmp.$$"
 cat > "$t"
 chmod 0500 "$t"
 mv -f "$t" "$1"
 echo "copied $(wc -c < "$1")"`
 
-// installAgent copies the agent into the pod once per build (its name
-// holds its content's hash), checking that every byte arrived.
+// installAgent copies the agent into the pod unless this build is there
+// (its name holds its content's hash), checking that every byte arrived.
+// The check is an exec of its own: a process that exits while its stdin
+// is still being sent leaves the stream waiting.
 func (w *Workspace) installAgent(ctx context.Context) error {
 	b := w.b
 	fi, err := os.Stat(b.agent.path)
@@ -47,20 +49,26 @@ func (w *Workspace) installAgent(ctx context.Context) error {
 		return err
 	}
 	size := strconv.FormatInt(fi.Size(), 10)
+	have, err := b.podOutput(ctx, w.pod, []string{"/bin/sh", "-c", `[ -x "$1" ] && wc -c < "$1" || true`, "sh", b.agentPath()}, nil)
+	if err != nil {
+		return fmt.Errorf("looking for the agent in the pod: %w", err)
+	}
+	if strings.TrimSpace(have) == size {
+		return nil
+	}
 	f, err := os.Open(b.agent.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	out, err := b.podOutput(ctx, w.pod, []string{"/bin/sh", "-c", installScript, "sh", b.agentPath(), size}, f)
+	out, err := b.podOutput(ctx, w.pod, []string{"/bin/sh", "-c", installScript, "sh", b.agentPath()}, f)
 	if err != nil {
 		return fmt.Errorf("copying the agent into the pod: %w", err)
 	}
-	switch strings.TrimSpace(out) {
-	case "have", "copied " + size:
-		return nil
+	if got := strings.TrimSpace(out); got != "copied "+size {
+		return fmt.Errorf("copying the agent into the pod: %q, want %s bytes", got, size)
 	}
-	return fmt.Errorf("copying the agent into the pod: %q, want %s bytes", strings.TrimSpace(out), size)
+	return nil
 }
 
 // startAgent starts the agent on an exec stream of its own and speaks its
@@ -76,7 +84,9 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stderr := &execpump.Head{Max: 4096}
+	conn := &streamConn{r: outR, w: inW, stop: stop, ended: make(chan struct{})}
 	go func() {
+		defer close(conn.ended)
 		err := w.b.podExec(streamCtx, w.pod, []string{w.b.agentPath(), "serve", "--stdio"}, inR, outW, stderr)
 		if err == nil {
 			err = io.EOF
@@ -88,7 +98,7 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 		inR.CloseWithError(err)
 		stop()
 	}()
-	c, err := agentclient.New(ctx, &streamConn{r: outR, w: inW, stop: stop})
+	c, err := agentclient.New(ctx, conn)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("starting the agent: %w", err)
@@ -99,19 +109,29 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 
 // streamConn is an exec stream's stdout and stdin as one connection.
 type streamConn struct {
-	r    *io.PipeReader
-	w    *io.PipeWriter
-	stop context.CancelFunc
+	r     *io.PipeReader
+	w     *io.PipeWriter
+	stop  context.CancelFunc
+	ended chan struct{} // closed when the exec stream has ended
 }
 
 func (c *streamConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *streamConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
-// Close ends the exec stream: the agent sees its stdin end and exits,
-// killing what its commands left.
+// streamCloseWait is how long Close lets the agent end its stream itself.
+const streamCloseWait = 5 * time.Second
+
+// Close ends the agent's stdin, so the agent kills what its commands
+// left and exits, which ends the stream as a finished exec; only a stream
+// that does not end in streamCloseWait is cut (client-go then logs its
+// copies' errors).
 func (c *streamConn) Close() error {
-	c.stop()
 	c.w.Close()
+	select {
+	case <-c.ended:
+	case <-time.After(streamCloseWait):
+	}
+	c.stop()
 	c.r.Close()
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -82,6 +83,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("backend", "kubernetes")
+	// client-go reports through klog, a process-wide logger that writes
+	// its own format to stderr; send it to the broker's logger instead.
+	// The last backend made wins, which only matters in tests.
+	klog.SetSlogLogger(logger.With("component", "client-go"))
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
@@ -486,9 +491,11 @@ func (b *Backend) Close() error {
 	b.closed = true
 	ws := b.workspaces
 	b.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, w := range ws {
-		w.closeAgent()
+		wg.Go(w.closeAgent)
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -89,13 +89,14 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	if w.destroyed.Swap(true) {
 		return nil
 	}
-	w.closeAgent()
 	grace := int64(0)
 	err := w.b.cs.CoreV1().Pods(w.b.cfg.Namespace).Delete(ctx, w.pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if err != nil && !apierrors.IsNotFound(err) {
 		w.destroyed.Store(false) // may be retried
 		return apiErr("kubernetes.Destroy", w.id, err)
 	}
+	// After the delete: the agent's stream ends with its container.
+	w.closeAgent()
 	w.b.forget(w)
 	w.logger.Info("workspace removed", "reason", reason, "pod", w.pod)
 	return nil
