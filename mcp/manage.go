@@ -32,7 +32,7 @@ type WorkspaceEntry struct {
 }
 
 type createArgs struct {
-	Backend string         `json:"backend,omitempty" jsonschema:"the backend (local, docker, ssh); omitted is the broker's default"`
+	Backend string         `json:"backend,omitempty" jsonschema:"the backend (local, docker, ssh, kubernetes); omitted is the broker's default"`
 	Profile string         `json:"profile,omitempty" jsonschema:"a profile configured on the broker, instead of backend and options"`
 	Options map[string]any `json:"options,omitempty" jsonschema:"the backend's create options, e.g. {\"image\": \"...\"}"`
 }

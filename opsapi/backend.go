@@ -20,7 +20,7 @@ type WorkspaceSpec struct {
 	Owner string
 }
 
-// Backend creates workspaces of one kind (local, docker, ssh).
+// Backend creates workspaces of one kind (local, docker, ssh, kubernetes).
 type Backend interface {
 	// Name is the backend's registry name, e.g. "local".
 	Name() string

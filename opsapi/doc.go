@@ -9,7 +9,7 @@
 // users asked for: a server-side search (ripgrep runs where the files are)
 // and a glob that honours .gitignore.
 //
-// Every backend (local, docker, ssh, the HTTP client) implements these
+// Every backend (local, docker, ssh, kubernetes, the HTTP client) implements these
 // interfaces, and the tools in package tools are written once over them.
 //
 // # Paths

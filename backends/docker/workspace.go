@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +56,6 @@ type Workspace struct {
 	destroyed atomic.Bool
 	reason    atomic.Value // string: why the workspace is gone
 	vanished  atomic.Value // string: why its container is gone, set once
-	oomPath   atomic.Value // string: the OOM counter file that answered
 }
 
 func newWorkspace(b *Backend, id, cid, root string, created time.Time) *Workspace {
@@ -378,12 +375,8 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	return res, err
 }
 
-// oomCounters are where a container sees its memory cgroup's OOM kill
-// count: cgroup v2, then v1.
-var oomCounters = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
-
-// oomKills reads the container's OOM kill count over the SFTP channel;
-// -1 when it cannot be read.
+// oomKills reads the container's OOM kill count through its files; -1
+// when it cannot be read (sftpops.FS.OOMKills).
 func (w *Workspace) oomKills(ctx context.Context) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -391,30 +384,7 @@ func (w *Workspace) oomKills(ctx context.Context) int64 {
 	if err != nil {
 		return -1
 	}
-	paths := oomCounters
-	if p, ok := w.oomPath.Load().(string); ok {
-		paths = []string{p}
-	}
-	for _, p := range paths {
-		rc, err := fs.Open(ctx, p)
-		if err != nil {
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(rc, 4096))
-		rc.Close()
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-					w.oomPath.Store(p)
-					return n
-				}
-			}
-		}
-	}
-	return -1
+	return fs.OOMKills(ctx)
 }
 
 // memoryLimit asks the engine for the container's memory limit, so the

@@ -273,7 +273,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		}
 		return nil, apiErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created)
+	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created, s.memory)
 	if err := b.waitRunning(ctx, pod.Name); err != nil {
 		b.removeFailed(w)
 		return nil, opsapi.E(op, ws.ID, nil, err)
@@ -414,13 +414,14 @@ func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *c
 }
 
 // adopt returns the backend's Workspace for id, making it when new.
-func (b *Backend) adopt(id, pod, owner, root string, created time.Time) *Workspace {
+func (b *Backend) adopt(id, pod, owner, root string, created time.Time, memory int64) *Workspace {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.workspaces[id]; ok && !w.destroyed.Load() {
 		return w
 	}
 	w := newWorkspace(b, id, pod, owner, root, created)
+	w.memory = memory
 	b.workspaces[id] = w
 	return w
 }
@@ -468,7 +469,13 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !path.IsAbs(root) || path.Clean(root) != root || underProc(root) {
 			root = b.cfg.WorkspaceDir
 		}
-		out[id] = b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created)
+		var memory int64
+		for _, c := range p.Spec.Containers {
+			if c.Name == containerName {
+				memory = c.Resources.Limits.Memory().Value()
+			}
+		}
+		out[id] = b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created, memory)
 	}
 	return out, nil
 }

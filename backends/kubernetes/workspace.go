@@ -30,6 +30,7 @@ type Workspace struct {
 	owner   string
 	root    string
 	created time.Time
+	memory  int64 // the container's memory limit, for an OOM kill's report
 	logger  *slog.Logger
 
 	agentSem  chan struct{} // held while an agent is started
@@ -274,11 +275,33 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
+	// The pod's OOM kill counter, read while the command starts and
+	// again at its end, tells whether the kernel's OOM killer struck
+	// meanwhile (in this command, or in one running beside it).
+	before := make(chan int64, 1)
+	go func() { before <- w.oomKills(ctx) }()
 	res, err := a.Exec(ctx, req, cwd, req.Env, w.b.cfg.Exec)
+	if b := <-before; err == nil && b >= 0 {
+		if after := w.oomKills(context.WithoutCancel(ctx)); after > b {
+			res.OOMKilled, res.MemoryLimit = true, w.memory
+		}
+	}
 	if err != nil {
 		return res, opsapi.E(op, req.Cwd, nil, err)
 	}
 	return res, nil
+}
+
+// oomKills is the container's OOM kill count, -1 when it cannot be read
+// (sftpops.FS.OOMKills).
+func (w *Workspace) oomKills(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fs, err := w.files(ctx, "kubernetes.oom", "")
+	if err != nil {
+		return -1
+	}
+	return fs.OOMKills(ctx)
 }
 
 // Search runs `rg --json` in the pod through the agent; see

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/backends/ssh"
@@ -153,6 +154,41 @@ func TestDocker(t *testing.T) {
 		// env-clearing setsid escape is killed too.
 		MemoryLimit: memLimit, PidsLimit: pidsLimit, Grace: grace,
 		// /tmp is a size-limited tmpfs in the container.
+		FullDir: func(*testing.T, opsapi.Workspace) string { return "/tmp" },
+	})
+}
+
+func TestKubernetes(t *testing.T) {
+	cfg := kubernetes.NewConfig()
+	cfg.Kubeconfig = testutil.RequireKube(t)
+	cfg.Identity = testutil.BrokerIdentity
+	cfg.AgentBinary = sftpBinary(t)
+	cfg.ImagePullPolicy = "Never"
+	cfg.KillGrace = grace
+	cfg.Memory = memLimit
+	cfg.TmpfsSize = 16 << 20
+	b, err := kubernetes.New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	n := 0
+	adversarial.Run(t, adversarial.Options{
+		New: func(t *testing.T) opsapi.Workspace {
+			n++
+			ws, err := b.Create(context.Background(), opsapi.WorkspaceSpec{ID: fmt.Sprintf("adv-%d-%d", os.Getpid(), n)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			destroyAtCleanup(t, ws)
+			return ws
+		},
+		// Commands run under the in-box agent's subreapers, so the
+		// env-clearing setsid escape is killed too. A pod has no pids
+		// limit of its own (the kubelet's podPidsLimit is node-wide), so
+		// the fork bomb is left to the docker and local runs.
+		MemoryLimit: memLimit, LimitInStatus: true, Grace: grace,
+		// /tmp is a size-limited memory-backed volume in the pod.
 		FullDir: func(*testing.T, opsapi.Workspace) string { return "/tmp" },
 	})
 }

@@ -82,6 +82,7 @@ type FS struct {
 	log    *slog.Logger
 
 	warnedRename atomic.Bool
+	oomPath      atomic.Value // string: the OOM counter file that answered
 
 	mu      sync.Mutex
 	orphans map[string]struct{} // temporary files left by a lost channel
