@@ -25,10 +25,6 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// testImage is the workspace image, imported into the test cluster's
-// runtime (scripts/kube-cluster.sh).
-const testImage = kubernetes.DefaultImage
-
 // agentBinary is cmd/wsb-sftp-server, built static by TestMain.
 var agentBinary string
 
