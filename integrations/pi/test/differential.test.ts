@@ -15,7 +15,7 @@ import { WorkspaceRoutes } from "../src/operations.js";
 import { pi } from "../src/pi.js";
 import type { ToolResult } from "../src/client.js";
 import type { AnyToolDefinition } from "../src/tools.js";
-import { type RunningBroker, type SshTarget, brokerToolsByName, dockerUnavailable, makePng, piLocalTools, sshUnavailable, startBroker, startSshd } from "./helpers.js";
+import { type RunningBroker, type SshTarget, brokerToolsByName, dockerUnavailable, kubeUnavailable, makePng, piLocalTools, sshUnavailable, startBroker, startSshd } from "./helpers.js";
 
 function hasCommand(name: string): boolean {
 	try {
@@ -260,8 +260,11 @@ for (const [backend, side] of [
 	["local", "server"],
 	["docker", "server"],
 	["ssh", "server"],
+	["kubernetes", "brokerTools"],
+	["kubernetes", "server"],
 ] as const) {
-	const skip = backend === "docker" ? dockerUnavailable() : backend === "ssh" ? sshUnavailable() : undefined;
+	const skip =
+		backend === "docker" ? dockerUnavailable() : backend === "ssh" ? sshUnavailable() : backend === "kubernetes" ? kubeUnavailable() : undefined;
 	const what = side === "server" ? "the broker's own tools" : "brokerTools";
 	describe(`differential: pi ${pi.VERSION}'s built-in tools vs ${what} (${backend} backend)`, { skip }, () => {
 		let broker: RunningBroker;
@@ -277,7 +280,11 @@ for (const [backend, side] of [
 			shimDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-shim-"));
 			if (!hasCommand("fd") && hasCommand("fdfind")) fdShim(shimDir);
 			if (backend === "ssh") sshd = await startSshd();
-			broker = await startBroker({ docker: backend === "docker", ssh: sshd });
+			broker = await startBroker({
+				docker: backend === "docker",
+				ssh: sshd,
+				kubeconfig: backend === "kubernetes" ? process.env.WSB_KUBECONFIG : undefined,
+			});
 			const ws = await broker.workspace(backend, backend === "ssh" ? { host: "vm" } : undefined);
 			root = ws.root;
 			for (const [rel, data] of Object.entries(FIXTURE)) {

@@ -57,6 +57,20 @@ export function dockerUnavailable(): string | undefined {
 	return reason;
 }
 
+/**
+ * Why the kubernetes backend cannot be tested here (no test cluster: its
+ * kubeconfig comes in WSB_KUBECONFIG, see scripts/kube-cluster.sh), or
+ * undefined when it can. Under CI a reason throws instead.
+ */
+export function kubeUnavailable(): string | undefined {
+	const kubeconfig = process.env.WSB_KUBECONFIG;
+	let reason: string | undefined;
+	if (!kubeconfig) reason = "needs a Kubernetes cluster: set WSB_KUBECONFIG (scripts/kube-cluster.sh up)";
+	else if (!existsSync(kubeconfig)) reason = `needs a Kubernetes cluster: ${kubeconfig} does not exist`;
+	if (reason && inCI()) throw new Error(`required under CI, cannot skip: ${reason}`);
+	return reason;
+}
+
 export const SSHD_IMAGE = "wsbroker/sshd:current";
 
 /** Why the ssh backend cannot be tested here (an sshd container), or undefined. */
@@ -130,6 +144,13 @@ export function buildBroker(): string {
 	const dir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-bin-"));
 	const bin = path.join(dir, "broker");
 	execFileSync("go", ["build", "-o", bin, "./cmd/broker"], { cwd: repoRoot, stdio: ["ignore", "inherit", "inherit"] });
+	// The in-box agent beside the broker, where serve looks for it (as
+	// make build puts it): docker and kubernetes workspaces run through it.
+	execFileSync("go", ["build", "-o", path.join(dir, "wsb-sftp-server"), "./cmd/wsb-sftp-server"], {
+		cwd: repoRoot,
+		stdio: ["ignore", "inherit", "inherit"],
+		env: { ...process.env, CGO_ENABLED: "0" },
+	});
 	builtBinary = bin;
 	process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
 	return bin;
@@ -147,7 +168,7 @@ export interface RunningBroker {
 }
 
 /** Starts `broker serve` on 127.0.0.1 (a port the kernel picks), with docker when asked. */
-export async function startBroker(opts: { docker?: boolean; ssh?: SshTarget } = {}): Promise<RunningBroker> {
+export async function startBroker(opts: { docker?: boolean; ssh?: SshTarget; kubeconfig?: string } = {}): Promise<RunningBroker> {
 	const bin = buildBroker();
 	const stateDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-state-"));
 	const token = randomBytes(32).toString("hex");
@@ -155,6 +176,12 @@ export async function startBroker(opts: { docker?: boolean; ssh?: SshTarget } = 
 	writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
 	const args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token-file", tokenFile, "--log-level", "warn"];
 	if (opts.docker) args.push("--docker");
+	if (opts.kubeconfig) {
+		// The test cluster's images are imported, never pulled.
+		const conf = path.join(stateDir, "broker.yaml");
+		writeFileSync(conf, `kubernetes:\n  kubeconfig: ${JSON.stringify(opts.kubeconfig)}\n  imagePullPolicy: Never\n`);
+		args.push("--config", conf);
+	}
 	if (opts.ssh) args.push(...opts.ssh.brokerArgs);
 	// The broker logs "broker starting" at info; ask for info only to learn the port.
 	args[args.indexOf("warn")] = "info";
