@@ -251,3 +251,11 @@ type PoolStatus struct {
 	Size  int
 	Ready int
 }
+
+// Finder is an optional ability of a Backend whose engine is shared by
+// broker replicas: Find returns workspace id when the engine holds it
+// for this broker's identity though this broker did not make or list it
+// (another replica made it since), ErrNotExist when the engine does not.
+type Finder interface {
+	Find(ctx context.Context, id string) (Workspace, error)
+}

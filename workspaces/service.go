@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,12 +254,7 @@ var denyAll = func() *policy.Policy {
 func (s *Service) rediscover() error {
 	ctx, cancel := context.WithTimeout(context.Background(), rediscoverTimeout)
 	defer cancel()
-	names := make([]string, 0, len(s.backends))
-	for name := range s.backends {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range s.backendNames() {
 		rd, ok := s.backends[name].(opsapi.Rediscoverer)
 		if !ok {
 			continue
@@ -284,6 +280,60 @@ func (s *Service) rediscover() error {
 // else the one its engine holds (a label), else the only tenant when
 // there is just one. Otherwise none: a workspace whose owner is unknown
 // belongs to no tenant, and only an admin tenant sees it (to delete it).
+// backendNames are the backends' names, sorted.
+func (s *Service) backendNames() []string {
+	names := make([]string, 0, len(s.backends))
+	for name := range s.backends {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// findTimeout bounds asking the backends for a workspace another replica
+// made.
+const findTimeout = 10 * time.Second
+
+// find asks the backends whose engine replicas share (opsapi.Finder) for
+// a workspace this broker does not know, one another replica made since
+// this one listed its own, and serves it from now on. Only ids of the
+// broker's own form are asked for: a mistyped or made-up id costs the
+// engine nothing.
+func (s *Service) find(ctx context.Context, id string) (*Workspace, bool) {
+	if !strings.HasPrefix(id, "ws_") || len(id) > 64 {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, findTimeout)
+	defer cancel()
+	for _, name := range s.backendNames() {
+		f, ok := s.backends[name].(opsapi.Finder)
+		if !ok {
+			continue
+		}
+		ws, err := f.Find(ctx, id)
+		if err != nil {
+			if !errors.Is(err, opsapi.ErrNotExist) {
+				s.logger.Warn("asking the engine for a workspace failed", "workspace", id, "backend", name, "err", err)
+			}
+			continue
+		}
+		s.mu.RLock()
+		w, known := s.workspaces[id]
+		s.mu.RUnlock()
+		if known { // found meanwhile by another request
+			return w, true
+		}
+		created := time.Now()
+		if c, ok := opsapi.As[opsapi.CreationTimer](ws); ok {
+			created = c.CreatedAt()
+		}
+		owner := s.ownerOf(id, ws)
+		s.logger.Info("workspace found in the engine (made by another replica)", "workspace", id, "backend", name, "tenant", owner)
+		return s.add(id, name, owner, ws, created), true
+	}
+	return nil, false
+}
+
 func (s *Service) ownerOf(id string, ws opsapi.Workspace) string {
 	if owner, ok := s.owners.get(id); ok {
 		return owner
@@ -336,6 +386,9 @@ func (s *Service) Lookup(ctx context.Context, t *tenant.Tenant, id string) (*Wor
 	s.mu.RLock()
 	w, ok := s.workspaces[id]
 	s.mu.RUnlock()
+	if !ok {
+		w, ok = s.find(ctx, id)
+	}
 	if !ok || !reaches(t, w) {
 		if ok {
 			notes := notesFrom(ctx)
@@ -406,12 +459,7 @@ func (s *Service) Ready(ctx context.Context) error {
 	if s.isStopping() {
 		return errShuttingDown
 	}
-	names := make([]string, 0, len(s.backends))
-	for name := range s.backends {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range s.backendNames() {
 		if p, ok := s.backends[name].(opsapi.Pinger); ok {
 			if err := p.Ping(ctx); err != nil {
 				return opsapi.E("readyz", "", opsapi.ErrUnavailable, fmt.Errorf("backend %s is not ready: %w", name, err))

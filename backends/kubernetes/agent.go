@@ -160,6 +160,9 @@ func (w *Workspace) agentClient(ctx context.Context) (*agentclient.Client, error
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
+		if gerr := w.checkPod(ctx); gerr != nil {
+			return nil, gerr
+		}
 		return nil, fmt.Errorf("the workspace's agent: %w", err)
 	}
 	w.agentLive.Store(c)

@@ -456,28 +456,63 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		return nil, apiErr(op, "", err)
 	}
 	out := map[string]opsapi.Workspace{}
-	for _, p := range pods.Items {
-		id := p.Annotations[AnnotationWorkspace]
-		if !validID.MatchString(id) || p.Name != podName(id) || p.DeletionTimestamp != nil {
-			continue
+	for i := range pods.Items {
+		if w, ok := b.adoptPod(&pods.Items[i]); ok {
+			out[w.id] = w
 		}
-		created, err := time.Parse(time.RFC3339Nano, p.Annotations[AnnotationCreatedAt])
-		if err != nil {
-			created = p.CreationTimestamp.UTC()
-		}
-		root := p.Annotations[AnnotationRoot]
-		if !path.IsAbs(root) || path.Clean(root) != root || underProc(root) {
-			root = b.cfg.WorkspaceDir
-		}
-		var memory int64
-		for _, c := range p.Spec.Containers {
-			if c.Name == containerName {
-				memory = c.Resources.Limits.Memory().Value()
-			}
-		}
-		out[id] = b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created, memory)
 	}
 	return out, nil
+}
+
+// Find returns workspace id when its pod is in the namespace with this
+// broker's identity though this broker did not make or list it: another
+// replica made it (opsapi.Finder). A pod being deleted is not found.
+func (b *Backend) Find(ctx context.Context, id string) (opsapi.Workspace, error) {
+	const op = "kubernetes.Find"
+	if !validID.MatchString(id) {
+		return nil, opsapi.E(op, id, opsapi.ErrNotExist, errors.New("not a workspace id"))
+	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	p, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, podName(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, apiErr(op, id, err)
+	}
+	w, ok := b.adoptPod(p)
+	if !ok || w.id != id {
+		return nil, opsapi.E(op, id, opsapi.ErrNotExist, errors.New("no workspace pod of this broker has this id"))
+	}
+	return w, nil
+}
+
+// adoptPod is the workspace of pod p when p is one of this broker's
+// workspace pods (labels and annotations), and not being deleted.
+func (b *Backend) adoptPod(p *corev1.Pod) (*Workspace, bool) {
+	id := p.Annotations[AnnotationWorkspace]
+	for k, v := range b.selector() {
+		if p.Labels[k] != v {
+			return nil, false
+		}
+	}
+	if !validID.MatchString(id) || p.Name != podName(id) || p.DeletionTimestamp != nil {
+		return nil, false
+	}
+	created, err := time.Parse(time.RFC3339Nano, p.Annotations[AnnotationCreatedAt])
+	if err != nil {
+		created = p.CreationTimestamp.UTC()
+	}
+	root := p.Annotations[AnnotationRoot]
+	if !path.IsAbs(root) || path.Clean(root) != root || underProc(root) {
+		root = b.cfg.WorkspaceDir
+	}
+	var memory int64
+	for _, c := range p.Spec.Containers {
+		if c.Name == containerName {
+			memory = c.Resources.Limits.Memory().Value()
+		}
+	}
+	return b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created, memory), true
 }
 
 // Ping asks the API server for its version (opsapi.Pinger).
@@ -526,4 +561,5 @@ var (
 	_ opsapi.Backend      = (*Backend)(nil)
 	_ opsapi.Rediscoverer = (*Backend)(nil)
 	_ opsapi.Pinger       = (*Backend)(nil)
+	_ opsapi.Finder       = (*Backend)(nil)
 )

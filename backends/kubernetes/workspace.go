@@ -39,6 +39,7 @@ type Workspace struct {
 
 	destroyed atomic.Bool
 	reason    atomic.Value // string: why the workspace is gone
+	vanished  atomic.Value // string: why its pod is gone, set once
 }
 
 func newWorkspace(b *Backend, id, pod, owner, root string, created time.Time) *Workspace {
@@ -70,11 +71,38 @@ func (w *Workspace) Transport() opsapi.Transport {
 	return opsapi.Transport{Agent: true, Detail: "the agent starts at the next call"}
 }
 
-// gone is ErrNotExist once the workspace was destroyed.
+// gone is ErrNotExist once the workspace was destroyed, or its pod was
+// found deleted.
 func (w *Workspace) gone(op, p string) error {
 	if w.destroyed.Load() {
 		reason, _ := w.reason.Load().(string)
 		return opsapi.E(op, p, opsapi.ErrNotExist, fmt.Errorf("workspace %s", reason))
+	}
+	if why := w.Gone(); why != "" {
+		return opsapi.E(op, p, opsapi.ErrNotExist, fmt.Errorf("workspace %s is gone: %s", w.id, why))
+	}
+	return nil
+}
+
+// vanishedReason is what Gone says of a pod deleted outside this broker.
+const vanishedReason = "its pod was deleted outside this broker (by a replica sharing its identity, or kubectl)"
+
+// Gone says why the workspace's pod is no longer there, "" while it is
+// (opsapi.GoneReporter).
+func (w *Workspace) Gone() string {
+	r, _ := w.vanished.Load().(string)
+	return r
+}
+
+// checkPod asks the API server whether the pod is still there (or being
+// deleted), after its agent could not be reached: a replica may have
+// deleted the workspace. Gone is set when it is not.
+func (w *Workspace) checkPod(ctx context.Context) error {
+	p, err := w.b.cs.CoreV1().Pods(w.b.cfg.Namespace).Get(ctx, w.pod, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || err == nil && p.DeletionTimestamp != nil {
+		w.vanished.CompareAndSwap(nil, vanishedReason)
+		w.logger.Warn("the workspace's pod is gone", "pod", w.pod)
+		return opsapi.E("kubernetes.agent", w.id, opsapi.ErrNotExist, fmt.Errorf("workspace %s is gone: %s", w.id, vanishedReason))
 	}
 	return nil
 }
@@ -114,7 +142,7 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 	}
 	a, err := w.agentClient(ctx)
 	if err != nil {
-		return nil, opsapi.E(op, p, opsapi.ErrUnavailable, err)
+		return nil, agentErr(op, p, err)
 	}
 	id, err := a.Identity(ctx)
 	if err != nil {
@@ -124,6 +152,15 @@ func (w *Workspace) files(ctx context.Context, op, p string) (*sftpops.FS, error
 		Logger: w.logger, Op: "kubernetes", NoSync: true, ReadFile: w.readFile, WriteFile: w.writeFile, ReadDir: w.readDir})
 	w.fs.CompareAndSwap(nil, fs)
 	return w.fs.Load(), nil
+}
+
+// agentErr is an error of reaching the agent: the workspace gone (its
+// pod deleted) stays ErrNotExist, anything else is ErrUnavailable.
+func agentErr(op, p string, err error) error {
+	if errors.Is(err, opsapi.ErrNotExist) {
+		return opsapi.E(op, p, nil, err)
+	}
+	return opsapi.E(op, p, opsapi.ErrUnavailable, err)
 }
 
 // sftpClient is the agent's SFTP channel (sftpops.ClientFunc).
@@ -273,7 +310,7 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	}
 	a, err := w.agentClient(ctx)
 	if err != nil {
-		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
+		return opsapi.ExecResult{}, agentErr(op, req.Cwd, err)
 	}
 	// The pod's OOM kill counter, read while the command starts and
 	// again at its end, tells whether the kernel's OOM killer struck
@@ -319,7 +356,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
 			a, err := w.agentClient(ctx)
 			if err != nil {
-				return nil, opsapi.E(op, req.Path, opsapi.ErrUnavailable, err)
+				return nil, agentErr(op, req.Path, err)
 			}
 			p, err := a.Start(ctx, argv, w.root, nil, stderr)
 			if err != nil {
@@ -343,4 +380,5 @@ var (
 	_ opsapi.OwnerReporter     = (*Workspace)(nil)
 	_ opsapi.CreationTimer     = (*Workspace)(nil)
 	_ opsapi.TransportReporter = (*Workspace)(nil)
+	_ opsapi.GoneReporter      = (*Workspace)(nil)
 )
