@@ -70,9 +70,12 @@ func dockerBackend(ctx context.Context, env *Env, pools []docker.PoolConfig) (*d
 	return docker.New(cfg, env.Logger.With("backend", "docker"))
 }
 
+// newBenchID is a workspace id of its own for each create.
+func newBenchID() string { return fmt.Sprintf("bench-%d", time.Now().UnixNano()) }
+
 // dockerWorkspace creates a workspace on b; done destroys it.
 func dockerWorkspace(ctx context.Context, b *docker.Backend, options []byte) (_ *docker.Workspace, done func(context.Context) error, _ error) {
-	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Options: options})
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: newBenchID(), Options: options})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,7 +40,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Targets, "targets", "", "run only on the targets whose name matches this regexp (e.g. 'http')")
 	fs.StringVar(&cfg.BrokerBin, "broker-bin", "", "use this broker binary instead of building ./cmd/broker")
 	fs.StringVar(&cfg.BrokerLogLevel, "broker-log-level", cfg.BrokerLogLevel, "the broker's --log-level (its log goes to a file)")
-	backends := fs.String("backends", strings.Join(cfg.Backends, ","), "comma-separated backends to measure: local, ssh (needs root and "+sshdPath+"), docker (needs the engine and "+dockerImage+")")
+	backends := fs.String("backends", strings.Join(cfg.Backends, ","), "comma-separated backends to measure: local, ssh (needs root and "+sshdPath+"), docker (needs the engine and "+dockerImage+"), kubernetes (needs the cluster in $WSB_KUBECONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -67,13 +67,15 @@ type Op func(ctx context.Context) error
 // target that cannot do an op leaves it out and the row is skipped.
 type Client map[string]Op
 
-// backendTargets are each backend's targets, in table order. ssh and
-// docker are opt-in (-backends): they need root and sshd, or a Docker
-// engine and the workspace image.
+// backendTargets are each backend's targets, in table order. ssh, docker
+// and kubernetes are opt-in (-backends): they need root and sshd, a
+// Docker engine and the workspace image, or a cluster.
 var backendTargets = map[string]func() []Target{
 	"local":  localTargets,
 	"ssh":    func() []Target { return []Target{sshRaw(), sshInProcess(), sshHTTP()} },
 	"docker": func() []Target { return []Target{dockerRaw(), dockerInProcess(), dockerHTTP()} },
+	// kubernetes needs the test cluster (WSB_KUBECONFIG).
+	"kubernetes": kubeTargets,
 }
 
 // localTargets are the local backend's targets; the sandboxed one only
