@@ -116,8 +116,13 @@ type latencyTurns struct {
 func latencyRow(ctx context.Context, env *Env, name string, turns []*latencyTurns) error {
 	ctx, cancel := context.WithTimeout(ctx, env.Config.OpTime+rowSlack)
 	defer cancel()
+	warmups := warmupCalls
+	if name == opCreate || name == opCreateWarm {
+		// A create is seconds on a cluster; two warm the images and caches.
+		warmups = 2
+	}
 	for _, t := range turns {
-		for range warmupCalls {
+		for range warmups {
 			if _, err := timeOp(ctx, t.op); err != nil {
 				t.rec.Fail(fmt.Errorf("warm-up: %w", err))
 			}

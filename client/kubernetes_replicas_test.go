@@ -88,10 +88,12 @@ func TestKubernetesReplicas(t *testing.T) {
 	const marker = "replica-marker-7f3a"
 	running := make(chan error, 1)
 	go func() {
-		_, err := wa.Exec(context.Background(), opsapi.ExecRequest{Command: "sleep 300 # " + marker})
+		_, err := wa.Exec(context.Background(), opsapi.ExecRequest{Command: "sleep 300; : " + marker})
 		running <- err
 	}()
-	count := `grep -l -a ` + marker + ` /proc/[0-9]*/cmdline 2>/dev/null | grep -v "/proc/$$/" | wc -l`
+	// The pattern does not match its own text, so neither this shell nor
+	// grep counts itself.
+	count := `grep -l -a 'replica-marker-7f3[a]' /proc/[0-9]*/cmdline 2>/dev/null | wc -l`
 	if !waitFor(30*time.Second, func() bool { return strings.TrimSpace(run(t, wb, count)) != "0" }) {
 		t.Fatal("the command never showed up in the pod")
 	}
@@ -99,7 +101,9 @@ func TestKubernetesReplicas(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return strings.TrimSpace(run(t, wb, count)) == "0" }) {
 		t.Errorf("the dead replica's command still runs: %s", run(t, wb, `ps -eo pid,args 2>/dev/null || true`))
 	}
-	<-running
+	if err := <-running; err == nil {
+		t.Error("the call through the dead replica succeeded")
+	}
 
 	// Deleted through the third: gone for the second.
 	if err := c.c.DeleteWorkspace(ctx, info.ID); err != nil {

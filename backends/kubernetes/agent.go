@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsbroker/wsbroker/agent/agentclient"
@@ -103,6 +104,7 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 		stop()
 		return nil, fmt.Errorf("starting the agent: %w", err)
 	}
+	w.agentConn.Store(conn)
 	w.logger.Debug("agent started", "pod", w.pod)
 	return c, nil
 }
@@ -113,6 +115,7 @@ type streamConn struct {
 	w     *io.PipeWriter
 	stop  context.CancelFunc
 	ended chan struct{} // closed when the exec stream has ended
+	cut   atomic.Bool   // Close need not wait: the pod is being deleted
 }
 
 func (c *streamConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
@@ -127,9 +130,13 @@ const streamCloseWait = 5 * time.Second
 // copies' errors).
 func (c *streamConn) Close() error {
 	c.w.Close()
+	wait := streamCloseWait
+	if c.cut.Load() {
+		wait = 0
+	}
 	select {
 	case <-c.ended:
-	case <-time.After(streamCloseWait):
+	case <-time.After(wait):
 	}
 	c.stop()
 	c.r.Close()

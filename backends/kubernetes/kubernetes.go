@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,13 @@ const (
 	AnnotationCreatedAt = "wsbroker/created-at" // RFC 3339, UTC
 	AnnotationRoot      = "wsbroker/root"       // the workspace directory
 	AnnotationOwner     = "wsbroker/owner"      // the owning tenant
+)
+
+// What a workspace pod requests of its node (at most its limits): enough
+// for an idle shell and its agent.
+const (
+	requestCPUMilli = 50
+	requestMemory   = 64 << 20
 )
 
 // namePrefix starts every pod's name.
@@ -84,9 +92,13 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	}
 	logger = logger.With("backend", "kubernetes")
 	// client-go reports through klog, a process-wide logger that writes
-	// its own format to stderr; send it to the broker's logger instead.
-	// The last backend made wins, which only matters in tests.
-	klog.SetSlogLogger(logger.With("component", "client-go"))
+	// its own format to stderr. What it says here is the noise of exec
+	// streams ended on purpose (a closed agent, a deleted pod); every
+	// failure that matters comes back as an error, logged with its
+	// workspace. It cannot be routed to this backend's logger: klog
+	// outlives a backend, and its goroutines log after the caller (a
+	// test) has gone.
+	klog.SetLogger(logr.Discard())
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
@@ -367,7 +379,11 @@ func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *c
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName(ws.ID), Labels: b.selector(), Annotations: annotations},
 		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken:  &no,
+			AutomountServiceAccountToken: &no,
+			// The pause container is then PID 1 of the pod and reaps
+			// orphans (an agent's reapers outliving it); the workspace
+			// container's own first process only sleeps.
+			ShareProcessNamespace:         &yes,
 			EnableServiceLinks:            &no,
 			RestartPolicy:                 corev1.RestartPolicyAlways,
 			TerminationGracePeriodSeconds: &grace,
@@ -396,7 +412,16 @@ func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *c
 					ReadOnlyRootFilesystem:   &yes,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
-				Resources: corev1.ResourceRequirements{Limits: limits},
+				// Requests default to the limits when only limits are
+				// given: each idle workspace would then hold a whole
+				// CPU and its full memory on the node, and the third
+				// pod on a 2-core node would never be scheduled. A
+				// workspace mostly waits for its agent: request little,
+				// limit as configured.
+				Resources: corev1.ResourceRequirements{Limits: limits, Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    *resource.NewMilliQuantity(min(int64(s.cpus*1000), requestCPUMilli), resource.DecimalSI),
+					corev1.ResourceMemory: *resource.NewQuantity(min(s.memory, requestMemory), resource.BinarySI),
+				}},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: c.WorkspaceDir},
 					{Name: "tmp", MountPath: "/tmp"},

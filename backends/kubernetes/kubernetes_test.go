@@ -253,3 +253,13 @@ func TestCreateRefusesWhatCannotRun(t *testing.T) {
 		t.Error("the failed workspace is still listed")
 	}
 }
+
+// TestIdleWorkspacesFitANode: pods request little of their node, so more
+// idle workspaces than the node has cores (this test cluster: 2) are all
+// scheduled; with requests equal to the limits the third stayed Pending.
+func TestIdleWorkspacesFitANode(t *testing.T) {
+	b := newBackend(t, func(c *kubernetes.Config) { c.StartTimeout = 30 * time.Second })
+	for range 4 {
+		create(t, b, "", nil)
+	}
+}

@@ -35,6 +35,7 @@ type Workspace struct {
 
 	agentSem  chan struct{} // held while an agent is started
 	agentLive atomic.Pointer[agentclient.Client]
+	agentConn atomic.Pointer[streamConn] // the live agent's exec stream
 	fs        atomic.Pointer[sftpops.FS]
 
 	destroyed atomic.Bool
@@ -124,7 +125,11 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 		w.destroyed.Store(false) // may be retried
 		return apiErr("kubernetes.Destroy", w.id, err)
 	}
-	// After the delete: the agent's stream ends with its container.
+	// After the delete, and without waiting for the agent to end its
+	// stream: it goes with its container.
+	if sc := w.agentConn.Load(); sc != nil {
+		sc.cut.Store(true)
+	}
 	w.closeAgent()
 	w.b.forget(w)
 	w.logger.Info("workspace removed", "reason", reason, "pod", w.pod)
