@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/opsapi"
@@ -81,6 +82,10 @@ func (r *fileStream) Close() error {
 	return r.st.Close()
 }
 
+// abortWait bounds how long an aborted write waits for the agent to say
+// it dropped its temporary file.
+const abortWait = 5 * time.Second
+
 // WriteFile replaces the file at the absolute path abs with what r
 // yields, atomically, in one round trip (agent.OpWrite: the rules of
 // SFTP's AtomicWrite, for any size), fsynced when sync is set. An agent
@@ -95,16 +100,18 @@ func (c *Client) WriteFile(ctx context.Context, abs string, r io.Reader, sync bo
 	defer stop()
 	defer st.Close()
 	if _, err := agent.WriteChunks(st, r); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		// The stream ended without its last chunk: the agent removes its
 		// temporary file, then answers. Wait for that answer (the stream
 		// is half closed), so nothing of the write is left when this
-		// returns; on a slow transport the listing right after a failed
-		// write otherwise still shows the temporary file.
+		// returns, a cancel included; on a slow transport the listing
+		// right after a failed write otherwise still shows the temporary
+		// file. The wait is bounded: the agent answers at once.
 		_ = st.Close()
+		_ = st.SetReadDeadline(time.Now().Add(abortWait))
 		_, _ = agent.ReadWriteReply(st)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return err
 	}
 	rep, err := agent.ReadWriteReply(st)
