@@ -48,7 +48,7 @@ func TestSmoke(t *testing.T) {
 		t.Error(f)
 	}
 
-	local := slices.DeleteFunc(slices.Clone(latencyOps), func(op string) bool { return op == opCreate || op == opCreateWarm }) // docker only
+	local := slices.DeleteFunc(slices.Clone(latencyOps), func(op string) bool { return op == opCreate || op == opCreateWarm }) // docker and kubernetes only
 	want := append(append(local, loadRows()...), streamBase64)
 	wantRaw := append(append([]string{opSearchWide, opReadDirWide}, loadMix...), append(loadRows(), streamBase64)...)
 	wantHTTP := append(slices.Clone(want), hostileRows...) // the hostile load runs on the broker process only

@@ -18,7 +18,6 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
-	wsclient "github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -179,61 +178,12 @@ func waitFor(ctx context.Context, cond func() (bool, error)) error {
 // workspace image, the SFTP server built for the run, the bench pool)
 // through the Go client: issue 4's targets are through the broker.
 func dockerHTTP() Target {
-	return Target{Name: "docker/http", Backend: "docker", Via: ViaHTTP,
-		Setup: func(ctx context.Context, env *Env) (*Session, error) {
-			bin, err := env.sftpServer(ctx)
-			if err != nil {
-				return nil, err
-			}
-			conf := filepath.Join(env.TempDir, "docker-broker.yaml")
-			yaml := fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n  pools:\n    - {name: %s, size: %d, pids: %d}\n",
-				dockerImage, bin, benchPool.Name, benchPool.Size, benchPool.Pids)
-			if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
-				return nil, err
-			}
-			proc, err := startBroker(ctx, env, "--config", conf)
-			if err != nil {
-				return nil, err
-			}
-			c := wsclient.New(proc.URL, proc.Token)
-			info, err := c.CreateWorkspace(ctx, "docker", nil)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
-			}
-			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
-				return nil, errors.Join(err, c.DeleteWorkspace(ctx, info.ID), proc.Stop())
-			}
-			poolFull := func(ctx context.Context) error {
-				want := fmt.Sprintf("wsbroker_pool_ready{backend=\"docker\",pool=%q} %d\n", benchPool.Name, benchPool.Size)
-				return waitFor(ctx, func() (bool, error) {
-					m, err := proc.get(ctx, "/metrics")
-					return strings.Contains(m, want), err
-				})
-			}
-			return &Session{
-				PID: proc.PID,
-				NewClient: func(i int) (Client, error) {
-					cl := wsclient.New(proc.URL, proc.Token)
-					ws := cl.WorkspaceFor(info)
-					out := workspaceClient(ws, ws.CallTool, env.Config, i)
-					create := func(options []byte) func(context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
-						return func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
-							info, err := cl.CreateWorkspace(ctx, "docker", options)
-							if err != nil {
-								return nil, nil, err
-							}
-							return cl.WorkspaceFor(info), func(ctx context.Context) error { return cl.DeleteWorkspace(ctx, info.ID) }, nil
-						}
-					}
-					out[opCreate] = createFirstCommand(create(nil), nil)
-					out[opCreateWarm] = createFirstCommand(create(poolOptions), poolFull)
-					return out, nil
-				},
-				Close: func(ctx context.Context) error {
-					return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
-				},
-			}, nil
-		}}
+	return brokerTarget{name: "docker/http", backend: "docker",
+		pool: &warmPool{name: benchPool.Name, size: benchPool.Size, options: poolOptions},
+		config: func(agent string) (string, error) {
+			return fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n  pools:\n    - {name: %s, size: %d, pids: %d}\n",
+				dockerImage, agent, benchPool.Name, benchPool.Size, benchPool.Pids), nil
+		}}.Target()
 }
 
 // dockerRaw is the floor beneath the docker backend: one plain Docker

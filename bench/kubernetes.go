@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
-	wsclient "github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -30,6 +28,14 @@ func kubeTargets() []Target {
 	return []Target{kubeInProcess(), kubeHTTP()}
 }
 
+// kubePool is the warm pool both kubernetes targets configure: workspaces
+// created with kubePoolOptions come from it (opCreateWarm); the default
+// settings, opCreate's, are not the pool's.
+var (
+	kubePool        = kubernetes.PoolConfig{Name: "bench", Size: 2, Memory: 1 << 30}
+	kubePoolOptions = []byte(`{"limits":{"memory":"1GiB"}}`)
+)
+
 func kubeInProcess() Target {
 	return Target{Name: "kubernetes/in-process", Backend: "kubernetes", Via: ViaInProcess,
 		Setup: func(ctx context.Context, env *Env) (*Session, error) {
@@ -43,16 +49,19 @@ func kubeInProcess() Target {
 			}
 			cfg := kubernetes.NewConfig()
 			cfg.Identity, cfg.Kubeconfig, cfg.AgentBinary, cfg.ImagePullPolicy = "wsbroker-bench", kc, bin, "Never"
+			cfg.Pools = []kubernetes.PoolConfig{kubePool}
 			b, err := kubernetes.New(cfg, env.Logger.With("backend", "kubernetes"))
 			if err != nil {
 				return nil, err
 			}
-			create := func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
-				ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: newBenchID()})
-				if err != nil {
-					return nil, nil, err
+			create := func(options []byte) func(context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+				return func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
+					ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: newBenchID(), Options: options})
+					if err != nil {
+						return nil, nil, err
+					}
+					return ws.(*kubernetes.Workspace), ws.(opsapi.Destroyer).Destroy, nil
 				}
-				return ws.(*kubernetes.Workspace), ws.(opsapi.Destroyer).Destroy, nil
 			}
 			ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: newBenchID()})
 			if err != nil {
@@ -63,11 +72,15 @@ func kubeInProcess() Target {
 			if err != nil {
 				return nil, err
 			}
+			poolFull := func(ctx context.Context) error {
+				return waitFor(ctx, func() (bool, error) { return b.Pools()[0].Ready == kubePool.Size, nil })
+			}
 			newClient := s.NewClient
 			s.NewClient = func(i int) (Client, error) {
 				cl, err := newClient(i)
 				if err == nil {
-					cl[opCreate] = createFirstCommand(create, nil)
+					cl[opCreate] = createFirstCommand(create(nil), nil)
+					cl[opCreateWarm] = createFirstCommand(create(kubePoolOptions), poolFull)
 				}
 				return cl, err
 			}
@@ -75,52 +88,17 @@ func kubeInProcess() Target {
 		}}
 }
 
+// kubeHTTP drives a `broker serve` with the kubernetes backend on the
+// test cluster, and the bench pool, through the Go client.
 func kubeHTTP() Target {
-	return Target{Name: "kubernetes/http", Backend: "kubernetes", Via: ViaHTTP,
-		Setup: func(ctx context.Context, env *Env) (*Session, error) {
+	return brokerTarget{name: "kubernetes/http", backend: "kubernetes",
+		pool: &warmPool{name: kubePool.Name, size: kubePool.Size, options: kubePoolOptions},
+		config: func(agent string) (string, error) {
 			kc, err := kubeconfig()
 			if err != nil {
-				return nil, err
+				return "", err
 			}
-			bin, err := env.sftpServer(ctx)
-			if err != nil {
-				return nil, err
-			}
-			conf := filepath.Join(env.TempDir, "kubernetes-broker.yaml")
-			yaml := fmt.Sprintf("kubernetes:\n  kubeconfig: %q\n  agentBinary: %q\n  imagePullPolicy: Never\n", kc, bin)
-			if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
-				return nil, err
-			}
-			proc, err := startBroker(ctx, env, "--config", conf)
-			if err != nil {
-				return nil, err
-			}
-			c := wsclient.New(proc.URL, proc.Token)
-			info, err := c.CreateWorkspace(ctx, "kubernetes", nil)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("creating a workspace: %w", err), proc.Stop())
-			}
-			if err := seed(ctx, c.WorkspaceFor(info)); err != nil {
-				return nil, errors.Join(err, c.DeleteWorkspace(ctx, info.ID), proc.Stop())
-			}
-			return &Session{
-				PID: proc.PID,
-				NewClient: func(i int) (Client, error) {
-					cl := wsclient.New(proc.URL, proc.Token)
-					ws := cl.WorkspaceFor(info)
-					out := workspaceClient(ws, ws.CallTool, env.Config, i)
-					out[opCreate] = createFirstCommand(func(ctx context.Context) (opsapi.BashOperations, func(context.Context) error, error) {
-						info, err := cl.CreateWorkspace(ctx, "kubernetes", nil)
-						if err != nil {
-							return nil, nil, err
-						}
-						return cl.WorkspaceFor(info), func(ctx context.Context) error { return cl.DeleteWorkspace(ctx, info.ID) }, nil
-					}, nil)
-					return out, nil
-				},
-				Close: func(ctx context.Context) error {
-					return errors.Join(c.DeleteWorkspace(ctx, info.ID), proc.Stop())
-				},
-			}, nil
-		}}
+			return fmt.Sprintf("kubernetes:\n  kubeconfig: %q\n  agentBinary: %q\n  imagePullPolicy: Never\n"+
+				"  pools:\n    - {name: %s, size: %d, memory: %d}\n", kc, agent, kubePool.Name, kubePool.Size, kubePool.Memory), nil
+		}}.Target()
 }

@@ -50,7 +50,7 @@ var latencyOps = []string{
 	opRead4K, opWrite4K, opRead8M, opStat, opReadDir, opMkdir, opRealPath, opGlob, opSearch, opSearchWide, opReadDirWide, opExecTrue,
 	toolRead, toolWrite, toolEdit, toolBashTrue, toolGrep, toolFind, toolLs,
 	archiveUp, archiveDown,
-	opCreate, opCreateWarm, // docker only
+	opCreate, opCreateWarm, // docker and kubernetes only
 }
 
 // The seeded workspace: a 4 KiB file, a file to edit back and forth, and

@@ -66,6 +66,13 @@ type Config struct {
 	// StartTimeout bounds a create: the pod scheduled and running, the
 	// agent copied and started. Default 2 minutes.
 	StartTimeout time.Duration `json:"startTimeout" yaml:"startTimeout"`
+	// Pools keep pods made ahead, each running with its agent connected,
+	// for creates whose options come to the same settings: such a create
+	// takes one (a claim and a patch, milliseconds) and the pool makes
+	// another in the background. Each replica keeps its own members and
+	// removes them when it stops; a replica that dies leaves them to the
+	// others, which remove them within about two minutes. Default none.
+	Pools []PoolConfig `json:"pools" yaml:"pools"`
 	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
 	// in the pod; see package execconf.
 	execconf.Exec `yaml:",inline"`
@@ -183,6 +190,16 @@ func (c Config) Validate() error {
 	}
 	if c.StartTimeout < time.Second {
 		add("startTimeout must be at least 1s, got %v", c.StartTimeout)
+	}
+	names := map[string]bool{}
+	for i, p := range c.Pools {
+		if !validIdentity.MatchString(p.Name) || names[p.Name] {
+			add("pools[%d]: name %q must be unique, 1 to 63 letters, digits, '.', '_' or '-'", i, p.Name)
+		}
+		names[p.Name] = true
+		if p.Size < 1 || p.Size > MaxPoolSize {
+			add("pools[%d] (%s): size %d must be between 1 and %d", i, p.Name, p.Size, MaxPoolSize)
+		}
 	}
 	errs = append(errs, c.Exec.Problems()...)
 	return errors.Join(errs...)

@@ -68,6 +68,8 @@ type Backend struct {
 	mu         sync.Mutex
 	workspaces map[string]*Workspace
 	closed     bool
+
+	pools pools
 }
 
 // agentBinary is the local agent copied into pods, and its content hash,
@@ -98,7 +100,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	// workspace. It cannot be routed to this backend's logger: klog
 	// outlives a backend, and its goroutines log after the caller (a
 	// test) has gone.
-	klog.SetLogger(logr.Discard())
+	quietKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
@@ -135,9 +137,17 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	} else {
 		logger.Warn("workspace pods are on the cluster's network", "network", cfg.Network)
 	}
-	logger.Info("kubernetes cluster", "server", rc.Host, "version", ver.GitVersion, "namespace", cfg.Namespace, "agent", bin)
+	if err := b.setupPools(); err != nil {
+		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
+	}
+	logger.Info("kubernetes cluster", "server", rc.Host, "version", ver.GitVersion, "namespace", cfg.Namespace, "agent", bin,
+		"pools", len(b.pools.list))
 	return b, nil
 }
+
+// quietKlog sets klog's logger once: setting it races with the streams of
+// a backend already running.
+var quietKlog sync.Once
 
 // restConfig is the kubeconfig file's configuration, or the in-cluster
 // one when path is empty.
@@ -151,10 +161,13 @@ func restConfig(path string) (*rest.Config, error) {
 // Name is the backend's registry name.
 func (b *Backend) Name() string { return "kubernetes" }
 
-// selector picks this broker's pods.
+// selector picks this broker's pods (and its claims and leases).
 func (b *Backend) selector() map[string]string {
 	return map[string]string{LabelManaged: "1", LabelBroker: b.cfg.Identity}
 }
+
+// selectorOf is the label selector of set.
+func selectorOf(set map[string]string) string { return labels.SelectorFromSet(set).String() }
 
 // ensureDenyAll makes (or leaves) the NetworkPolicy that gives this
 // broker's pods no ingress and no egress. It holds only where the
@@ -186,15 +199,19 @@ func podName(id string) string {
 
 // createOptions are the options Create accepts.
 type createOptions struct {
-	Image  string `json:"image"`
-	Limits *struct {
-		Memory ByteSize `json:"memory"`
-		CPUs   float64  `json:"cpus"`
-		Disk   ByteSize `json:"disk"`
-	} `json:"limits"`
+	Image  string        `json:"image"`
+	Limits *createLimits `json:"limits"`
+}
+
+type createLimits struct {
+	Memory ByteSize `json:"memory"`
+	CPUs   float64  `json:"cpus"`
+	Disk   ByteSize `json:"disk"`
 }
 
 // spec is a workspace pod's settings after options and configuration.
+// Two creates with equal specs make the same pod, so a warm pool's
+// member fits a create whose spec is the pool's.
 type spec struct {
 	image  string
 	memory int64
@@ -202,20 +219,24 @@ type spec struct {
 	disk   int64
 }
 
-// resolve decodes options strictly and checks them against the
-// configuration: an image not allowed, or limits above the configured
-// ones, are errors.
+// resolve decodes a create request's options strictly and checks them.
 func (b *Backend) resolve(options json.RawMessage) (spec, error) {
-	c := b.cfg
-	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
 	var o createOptions
 	if raw := bytes.TrimSpace(options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&o); err != nil {
-			return s, fmt.Errorf("options: %w", err)
+			return spec{}, fmt.Errorf("options: %w", err)
 		}
 	}
+	return b.check(o)
+}
+
+// check applies options to the configuration: an image not allowed, or
+// limits above the configured ones, are errors.
+func (b *Backend) check(o createOptions) (spec, error) {
+	c := b.cfg
+	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
 	var errs []error
 	if o.Image != "" {
 		if !b.imageAllowed(o.Image) {
@@ -277,11 +298,33 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
+	if p := b.poolFor(s); p != nil {
+		if m := b.take(p); m != nil {
+			w, err := b.claim(ctx, op, ws, p, m)
+			switch {
+			case err == nil:
+				return w, nil
+			case errors.Is(err, opsapi.ErrExist) || ctx.Err() != nil:
+				return nil, err
+			}
+			b.logger.Warn("a pool member could not be claimed; making a pod", "workspace", ws.ID, "err", err)
+		}
+	}
 	created := time.Now().UTC()
-	pod := b.podSpec(ws, s, created)
+	pod := b.podSpec(metav1.ObjectMeta{Name: podName(ws.ID), Labels: b.selector(),
+		Annotations: b.workspaceAnnotations(ws, created)}, s)
 	if _, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
+		}
+		return nil, apiErr(op, ws.ID, err)
+	}
+	// A claim of this id from a warm pool (pool.go) may have come first;
+	// its workspace may be in the table, so the pod goes by name.
+	if _, err := b.cs.CoreV1().ConfigMaps(b.cfg.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
+		b.deletePod(pod.Name)
+		if err == nil {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists (claimed from a warm pool)"))
 		}
 		return nil, apiErr(op, ws.ID, err)
 	}
@@ -306,6 +349,18 @@ func (b *Backend) removeFailed(w *Workspace) {
 	defer cancel()
 	if err := w.destroy(ctx, "its create failed"); err != nil {
 		b.logger.Warn("cleanup after a failed create", "workspace", w.id, "err", err)
+	}
+}
+
+// deletePod deletes pod name at once, logging a failure: what is left
+// of a create that is refused.
+func (b *Backend) deletePod(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	grace := int64(0)
+	err := b.cs.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		b.logger.Warn("a refused create's pod could not be deleted", "pod", name, "err", err)
 	}
 }
 
@@ -353,19 +408,25 @@ func startFailure(pod *corev1.Pod) string {
 	return ""
 }
 
-// podSpec is the hardened pod of workspace ws.
-func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *corev1.Pod {
+// workspaceAnnotations are the facts of workspace ws kept on its pod.
+func (b *Backend) workspaceAnnotations(ws opsapi.WorkspaceSpec, created time.Time) map[string]string {
+	a := map[string]string{
+		AnnotationWorkspace: ws.ID,
+		AnnotationCreatedAt: created.Format(time.RFC3339Nano),
+		AnnotationRoot:      b.cfg.WorkspaceDir,
+	}
+	if ws.Owner != "" {
+		a[AnnotationOwner] = ws.Owner
+	}
+	return a
+}
+
+// podSpec is a hardened pod with settings s: a workspace's, or a warm
+// pool member's.
+func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 	c := b.cfg
 	uid, gid, _ := numericUser(c.User)
 	yes, no := true, false
-	annotations := map[string]string{
-		AnnotationWorkspace: ws.ID,
-		AnnotationCreatedAt: created.Format(time.RFC3339Nano),
-		AnnotationRoot:      c.WorkspaceDir,
-	}
-	if ws.Owner != "" {
-		annotations[AnnotationOwner] = ws.Owner
-	}
 	var runtimeClass *string
 	if c.RuntimeClassName != "" {
 		runtimeClass = &c.RuntimeClassName
@@ -377,7 +438,7 @@ func (b *Backend) podSpec(ws opsapi.WorkspaceSpec, s spec, created time.Time) *c
 	}
 	sized := func(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.BinarySI) }
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName(ws.ID), Labels: b.selector(), Annotations: annotations},
+		ObjectMeta: meta,
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
 			// The pause container is then PID 1 of the pod and reaps
@@ -480,9 +541,17 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 	if err != nil {
 		return nil, apiErr(op, "", err)
 	}
+	var claims map[string]string
+	for _, p := range pods.Items {
+		if p.Labels[LabelClaimed] == "1" && claims == nil {
+			if claims, err = b.claimedPods(ctx); err != nil {
+				return nil, apiErr(op, "", err)
+			}
+		}
+	}
 	out := map[string]opsapi.Workspace{}
 	for i := range pods.Items {
-		if w, ok := b.adoptPod(&pods.Items[i]); ok {
+		if w, ok := b.adoptPod(&pods.Items[i], claims); ok {
 			out[w.id] = w
 		}
 	}
@@ -500,11 +569,26 @@ func (b *Backend) Find(ctx context.Context, id string) (opsapi.Workspace, error)
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
-	p, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, podName(id), metav1.GetOptions{})
+	pods := b.cs.CoreV1().Pods(b.cfg.Namespace)
+	p, err := pods.Get(ctx, podName(id), metav1.GetOptions{})
+	var claims map[string]string
+	if apierrors.IsNotFound(err) {
+		// Claimed from a warm pool: the claim names the pod.
+		cm, cerr := b.cs.CoreV1().ConfigMaps(b.cfg.Namespace).Get(ctx, podName(id), metav1.GetOptions{})
+		if cerr != nil {
+			return nil, apiErr(op, id, cerr)
+		}
+		member, ok := claimOf(cm)
+		if !ok {
+			return nil, apiErr(op, id, err)
+		}
+		claims = map[string]string{cm.Name: member}
+		p, err = pods.Get(ctx, member, metav1.GetOptions{})
+	}
 	if err != nil {
 		return nil, apiErr(op, id, err)
 	}
-	w, ok := b.adoptPod(p)
+	w, ok := b.adoptPod(p, claims)
 	if !ok || w.id != id {
 		return nil, opsapi.E(op, id, opsapi.ErrNotExist, errors.New("no workspace pod of this broker has this id"))
 	}
@@ -512,15 +596,20 @@ func (b *Backend) Find(ctx context.Context, id string) (opsapi.Workspace, error)
 }
 
 // adoptPod is the workspace of pod p when p is one of this broker's
-// workspace pods (labels and annotations), and not being deleted.
-func (b *Backend) adoptPod(p *corev1.Pod) (*Workspace, bool) {
+// workspace pods (labels and annotations), and not being deleted. A pod
+// not named for its workspace is one only when its claim, in claims,
+// names it.
+func (b *Backend) adoptPod(p *corev1.Pod, claims map[string]string) (*Workspace, bool) {
 	id := p.Annotations[AnnotationWorkspace]
 	for k, v := range b.selector() {
 		if p.Labels[k] != v {
 			return nil, false
 		}
 	}
-	if !validID.MatchString(id) || p.Name != podName(id) || p.DeletionTimestamp != nil {
+	if !validID.MatchString(id) || p.DeletionTimestamp != nil {
+		return nil, false
+	}
+	if claimed(p.Name, id) && (p.Labels[LabelClaimed] != "1" || claims[podName(id)] != p.Name) {
 		return nil, false
 	}
 	created, err := time.Parse(time.RFC3339Nano, p.Annotations[AnnotationCreatedAt])
@@ -548,7 +637,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close ends every agent connection. Workspaces (pods) stay.
+// Close ends every agent connection and removes the warm pools' ready
+// members. Workspaces (pods) stay.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -558,6 +648,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	ws := b.workspaces
 	b.mu.Unlock()
+	b.closePools()
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Go(w.closeAgent)

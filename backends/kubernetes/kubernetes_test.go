@@ -50,6 +50,17 @@ func TestMain(m *testing.M) {
 // it skips (fails under CI) without a cluster.
 func newBackend(t testing.TB, opts ...func(*kubernetes.Config)) *kubernetes.Backend {
 	t.Helper()
+	b, err := kubernetesNew(t, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// kubernetesNew is New on the test cluster with the tests' settings and
+// opts; what it makes closes with the test.
+func kubernetesNew(t testing.TB, opts ...func(*kubernetes.Config)) (*kubernetes.Backend, error) {
+	t.Helper()
 	cfg := kubernetes.NewConfig()
 	cfg.Kubeconfig = testutil.RequireKube(t)
 	cfg.Identity = testutil.BrokerIdentity
@@ -61,10 +72,10 @@ func newBackend(t testing.TB, opts ...func(*kubernetes.Config)) *kubernetes.Back
 	}
 	b, err := kubernetes.New(cfg, testutil.Logger(t))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { b.Close() })
-	return b
+	return b, nil
 }
 
 // clientset is the tests' own view of the cluster.

@@ -31,6 +31,7 @@ type Workspace struct {
 	root    string
 	created time.Time
 	memory  int64 // the container's memory limit, for an OOM kill's report
+	member  bool  // an unclaimed warm pool member, named as its pod
 	logger  *slog.Logger
 
 	agentSem  chan struct{} // held while an agent is started
@@ -124,6 +125,15 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		w.destroyed.Store(false) // may be retried
 		return apiErr("kubernetes.Destroy", w.id, err)
+	}
+	if !w.member && claimed(w.pod, w.id) {
+		// The claim would go with its pod (it is the claim's owner), but
+		// only when the cluster's garbage collector gets to it: the id is
+		// free at once this way.
+		err := w.b.cs.CoreV1().ConfigMaps(w.b.cfg.Namespace).Delete(ctx, podName(w.id), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			w.logger.Warn("the workspace's claim could not be deleted; it goes with its pod", "err", err)
+		}
 	}
 	// After the delete, and without waiting for the agent to end its
 	// stream: it goes with its container.

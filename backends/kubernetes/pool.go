@@ -1,0 +1,516 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wsbroker/wsbroker/opsapi"
+)
+
+// The warm pool keeps pods made ahead, each running with its agent
+// connected, so that a create takes one instead of waiting for a pod.
+//
+// A member is held by the one replica that started its agent (the agent
+// lives as long as that replica's exec stream), named by LabelHolder.
+// Each replica with pools keeps a Lease saying it is alive, and removes
+// the unclaimed members of replicas whose lease stopped changing: a
+// replica that dies leaves no pods running for long.
+//
+// A pod cannot be renamed, and a workspace's pod is found by a name made
+// from its id. So a claim is an object of that name too: a ConfigMap
+// named podName(id), owned by the member pod (deleting the pod deletes
+// it), naming the member. The API server makes its create atomic: two
+// claims of one id cannot both succeed. A cold create makes its pod and
+// then looks for a claim; a claim is made and then looks for a pod: of
+// two creates of one id racing, at least one sees the other and backs
+// out. The member's labels and annotations are then patched to say
+// whose it is, and List and Find accept a pod of another name only when
+// its claim names it.
+const (
+	LabelPool        = "wsbroker.pool"        // a member's pool
+	LabelHolder      = "wsbroker.pool-holder" // the replica holding an unclaimed member
+	LabelClaimed     = "wsbroker.claimed"     // "1": a member that is a workspace now, and its claim
+	LabelReplica     = "wsbroker.replica"     // "1" on a replica's lease
+	AnnotationMember = "wsbroker/member"      // on a claim: the member pod it took
+)
+
+// MaxPoolSize bounds one pool: each member is a running pod.
+const MaxPoolSize = 64
+
+// Names: a member's pod, and a replica's lease. Neither can be a
+// workspace pod's name (namePrefix and 20 hex digits).
+const (
+	memberPrefix = namePrefix + "pool-"
+	leasePrefix  = namePrefix + "replica-"
+)
+
+// Timings of the pools (variables for the tests). A lease whose
+// resource version has not changed for leaseTTL, by the clock of the
+// replica looking, is a dead replica's: versions, not the renew times
+// written in it, so that clocks of replicas need not agree.
+var (
+	leaseRenew = 15 * time.Second
+	leaseTTL   = time.Minute
+	sweepEvery = 30 * time.Second
+	poolRetry  = 10 * time.Second
+)
+
+// PoolConfig is one warm pool: Size ready pods with the settings a create
+// request with these options gets. Empty options are the configured
+// defaults; a create matches the pool when its options resolve to the
+// same image and limits, however it spells them.
+type PoolConfig struct {
+	// Name names the pool in logs, labels and metrics.
+	Name string `json:"name" yaml:"name"`
+	// Size is how many ready pods the pool keeps, 1 to MaxPoolSize.
+	Size int `json:"size" yaml:"size"`
+	// Image, Memory, CPUs and Disk are create options, checked as a
+	// request's are.
+	Image  string   `json:"image" yaml:"image"`
+	Memory ByteSize `json:"memory" yaml:"memory"`
+	CPUs   float64  `json:"cpus" yaml:"cpus"`
+	Disk   ByteSize `json:"disk" yaml:"disk"`
+}
+
+// pool is one configured warm pool.
+type pool struct {
+	cfg   PoolConfig
+	spec  spec
+	ready chan *member
+	want  chan struct{} // wakes the filler
+}
+
+// member is a ready pod of a pool: running, its agent connected. Its
+// Workspace is named as the pod and is never in the backend's table.
+type member struct {
+	w   *Workspace
+	uid types.UID // of the pod: its claim's owner
+}
+
+// pools is the backend's warm pools, its replica's lease, and the
+// goroutines keeping both.
+type pools struct {
+	list     []*pool
+	instance string // this replica, on its lease and its members
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	removals sync.WaitGroup // members removed in the background
+}
+
+// setupPools checks each configured pool's options as a create request's
+// would be, then starts the lease keeper and a filler per pool.
+func (b *Backend) setupPools() error {
+	if len(b.cfg.Pools) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, pc := range b.cfg.Pools {
+		o := createOptions{Image: pc.Image}
+		if pc.Memory != 0 || pc.CPUs != 0 || pc.Disk != 0 {
+			o.Limits = &createLimits{Memory: pc.Memory, CPUs: pc.CPUs, Disk: pc.Disk}
+		}
+		s, err := b.check(o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", pc.Name, err))
+			continue
+		}
+		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s,
+			ready: make(chan *member, pc.Size), want: make(chan struct{}, 1)})
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	b.pools.instance = randomHex(8)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.pools.cancel = cancel
+	b.pools.workers.Go(func() { b.keepLease(ctx) })
+	for _, p := range b.pools.list {
+		b.pools.workers.Go(func() { b.fill(ctx, p) })
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf) // never fails (crypto/rand)
+	return hex.EncodeToString(buf)
+}
+
+// poolFor is the pool whose members have settings s, or nil.
+func (b *Backend) poolFor(s spec) *pool {
+	for _, p := range b.pools.list {
+		if p.spec == s {
+			return p
+		}
+	}
+	return nil
+}
+
+// fill keeps p's ready members at its size until ctx ends, making one
+// member at a time whenever one is taken.
+func (b *Backend) fill(ctx context.Context, p *pool) {
+	logger := b.logger.With("pool", p.cfg.Name)
+	for ctx.Err() == nil {
+		if len(p.ready) < cap(p.ready) {
+			m, err := b.makeMember(ctx, p)
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("a pool member could not be made; trying again later", "err", err)
+					sleepCtx(ctx, poolRetry)
+				}
+				continue
+			}
+			select {
+			case p.ready <- m:
+			default: // a member given back filled p meanwhile
+				b.removeMember(m)
+			}
+			continue
+		}
+		select {
+		case <-p.want:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// makeMember makes one pod of p, waits until it runs and starts its
+// agent. A member that does not get there is removed.
+func (b *Backend) makeMember(ctx context.Context, p *pool) (*member, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
+	defer cancel()
+	name := memberPrefix + randomHex(8)
+	labels := b.selector()
+	labels[LabelPool] = p.cfg.Name
+	labels[LabelHolder] = b.pools.instance
+	pod := b.podSpec(metav1.ObjectMeta{Name: name, Labels: labels,
+		Annotations: map[string]string{AnnotationRoot: b.cfg.WorkspaceDir}}, p.spec)
+	made, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, apiErr("kubernetes.pool", name, err)
+	}
+	m := &member{w: newWorkspace(b, name, name, "", b.cfg.WorkspaceDir, time.Now()), uid: made.UID}
+	m.w.memory, m.w.member = p.spec.memory, true
+	if err := b.waitRunning(ctx, name); err != nil {
+		b.removeMember(m)
+		return nil, err
+	}
+	c, err := m.w.startAgent(ctx)
+	if err != nil {
+		b.removeMember(m)
+		return nil, fmt.Errorf("starting the member's agent: %w", err)
+	}
+	m.w.agentLive.Store(c)
+	return m, nil
+}
+
+// take is a ready member of p whose agent is still connected, or nil
+// when none is ready. Broken members are removed on the way.
+func (b *Backend) take(p *pool) *member {
+	defer func() {
+		select {
+		case p.want <- struct{}{}:
+		default:
+		}
+	}()
+	for {
+		select {
+		case m := <-p.ready:
+			if c := m.w.agentLive.Load(); c != nil && !c.IsClosed() {
+				return m
+			}
+			b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.w.pod)
+			b.pools.removals.Go(func() { b.removeMember(m) })
+		default:
+			return nil
+		}
+	}
+}
+
+// giveBack returns an untouched member to p, or removes it when the
+// filler has made p full again meanwhile.
+func (b *Backend) giveBack(p *pool, m *member) {
+	select {
+	case p.ready <- m:
+	default:
+		b.pools.removals.Go(func() { b.removeMember(m) })
+	}
+}
+
+// claim makes workspace ws of member m of p: the claim, then the
+// member's labels and annotations. An id that is taken is ErrExist and
+// m goes back to p; any other failure removes m (it may be half
+// claimed), and the caller makes a pod instead.
+func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec, p *pool, m *member) (*Workspace, error) {
+	claims := b.cs.CoreV1().ConfigMaps(b.cfg.Namespace)
+	name := podName(ws.ID)
+	labels := b.selector()
+	labels[LabelClaimed] = "1"
+	no := false
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
+		Annotations:     map[string]string{AnnotationWorkspace: ws.ID, AnnotationMember: m.w.pod},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: m.w.pod, UID: m.uid, Controller: &no}}}}
+	if _, err := claims.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			b.giveBack(p, m)
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
+		}
+		b.pools.removals.Go(func() { b.removeMember(m) })
+		return nil, apiErr(op, ws.ID, err)
+	}
+	unclaim := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := claims.Delete(cctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			b.logger.Warn("a failed claim could not be removed; it goes with its member", "workspace", ws.ID, "err", err)
+		}
+	}
+	_, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		unclaim()
+		b.giveBack(p, m)
+		if err == nil {
+			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
+		}
+		return nil, apiErr(op, ws.ID, err)
+	}
+	created := time.Now().UTC()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{LabelClaimed: "1", LabelHolder: nil},
+		"annotations": b.workspaceAnnotations(ws, created),
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Patch(ctx, m.w.pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		unclaim()
+		b.pools.removals.Go(func() { b.removeMember(m) })
+		return nil, apiErr(op, ws.ID, err)
+	}
+	w := b.adopt(ws.ID, m.w.pod, ws.Owner, m.w.root, created, m.w.memory)
+	w.agentConn.Store(m.w.agentConn.Load())
+	w.agentLive.Store(m.w.agentLive.Swap(nil))
+	w.logger.Info("workspace created from the warm pool", "pool", p.cfg.Name, "pod", m.w.pod)
+	return w, nil
+}
+
+// claimed says whether pod is workspace id's through a claim, that is
+// not named for id.
+func claimed(pod, id string) bool { return pod != podName(id) }
+
+// claimedPods are this broker's claims: claim (podName of a workspace
+// id) to the member pod it names.
+func (b *Backend) claimedPods(ctx context.Context) (map[string]string, error) {
+	labels := b.selector()
+	labels[LabelClaimed] = "1"
+	list, err := b.cs.CoreV1().ConfigMaps(b.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selectorOf(labels)})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, cm := range list.Items {
+		if c, ok := claimOf(&cm); ok {
+			out[cm.Name] = c
+		}
+	}
+	return out, nil
+}
+
+// claimOf is the member pod claim cm names, when cm is a claim made for
+// the workspace id it names.
+func claimOf(cm *corev1.ConfigMap) (string, bool) {
+	member := cm.Annotations[AnnotationMember]
+	id := cm.Annotations[AnnotationWorkspace]
+	return member, validID.MatchString(id) && cm.Name == podName(id) && member != "" && cm.DeletionTimestamp == nil
+}
+
+// removeMember removes a member that is not (or no longer) to be used.
+func (b *Backend) removeMember(m *member) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.w.destroy(ctx, "removed from the pool"); err != nil {
+		b.logger.Warn("a pool member could not be removed", "member", m.w.pod, "err", err)
+	}
+}
+
+// keepLease keeps this replica's lease fresh and, every sweepEvery,
+// removes the unclaimed members of replicas whose lease is not, until
+// ctx ends.
+func (b *Backend) keepLease(ctx context.Context) {
+	seen := map[string]leaseSeen{}
+	renew := time.NewTicker(leaseRenew)
+	defer renew.Stop()
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
+	b.renewLease(ctx)
+	b.sweep(ctx, seen)
+	for {
+		select {
+		case <-renew.C:
+			b.renewLease(ctx)
+		case <-sweep.C:
+			b.sweep(ctx, seen)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// leaseSeen is a lease's resource version, and when this replica first
+// saw it.
+type leaseSeen struct {
+	version string
+	at      time.Time
+}
+
+// renewLease writes the lease's renew time, making the lease when it is
+// not there (the first time, or after another replica took it for dead).
+func (b *Backend) renewLease(ctx context.Context) {
+	leases := b.cs.CoordinationV1().Leases(b.cfg.Namespace)
+	name := leasePrefix + b.pools.instance
+	now := metav1.NewMicroTime(time.Now())
+	patch := fmt.Appendf(nil, `{"spec":{"renewTime":%q}}`, now.Format(metav1.RFC3339Micro))
+	_, err := leases.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		labels := b.selector()
+		labels[LabelReplica] = "1"
+		ttl := int32(leaseTTL / time.Second)
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &b.pools.instance, LeaseDurationSeconds: &ttl,
+				AcquireTime: &now, RenewTime: &now}}, metav1.CreateOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		b.logger.Warn("the replica's lease could not be renewed", "lease", name, "err", err)
+	}
+}
+
+// sweep removes the unclaimed members whose holder has no live lease,
+// and the leases of dead replicas.
+func (b *Backend) sweep(ctx context.Context, seen map[string]leaseSeen) {
+	live := b.liveReplicas(ctx, seen)
+	if live == nil {
+		return
+	}
+	labels := b.selector()
+	sel := selectorOf(labels) + "," + LabelPool + ",!" + LabelClaimed
+	pods, err := b.cs.CoreV1().Pods(b.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		b.logger.Warn("pool members could not be listed", "err", err)
+		return
+	}
+	grace := int64(0)
+	for _, p := range pods.Items {
+		if live[p.Labels[LabelHolder]] || p.DeletionTimestamp != nil {
+			continue
+		}
+		err := b.cs.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		if err != nil && !apierrors.IsNotFound(err) {
+			b.logger.Warn("a dead replica's pool member could not be removed", "member", p.Name, "err", err)
+			continue
+		}
+		b.logger.Info("a pool member of a replica that is gone was removed", "member", p.Name, "holder", p.Labels[LabelHolder])
+	}
+}
+
+// liveReplicas are the holders whose lease changed within leaseTTL (this
+// replica always among them); the leases of the others are deleted. Nil
+// when the leases cannot be listed.
+func (b *Backend) liveReplicas(ctx context.Context, seen map[string]leaseSeen) map[string]bool {
+	labels := b.selector()
+	labels[LabelReplica] = "1"
+	leases := b.cs.CoordinationV1().Leases(b.cfg.Namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: selectorOf(labels)})
+	if err != nil {
+		b.logger.Warn("the replicas' leases could not be listed", "err", err)
+		return nil
+	}
+	now := time.Now()
+	live := map[string]bool{b.pools.instance: true}
+	present := map[string]bool{}
+	for _, l := range list.Items {
+		present[l.Name] = true
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		s, ok := seen[l.Name]
+		if !ok || s.version != l.ResourceVersion {
+			seen[l.Name] = leaseSeen{version: l.ResourceVersion, at: now}
+			live[holder] = true
+			continue
+		}
+		if now.Sub(s.at) < leaseTTL || holder == b.pools.instance {
+			live[holder] = true
+			continue
+		}
+		// Only this version: a replica that renewed it meanwhile lives.
+		version := l.ResourceVersion
+		err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			live[holder] = true // renewed, or unknown: not swept this time
+			continue
+		}
+		b.logger.Info("a replica's lease expired", "lease", l.Name)
+	}
+	for name := range seen {
+		if !present[name] {
+			delete(seen, name)
+		}
+	}
+	return live
+}
+
+// closePools stops the keeper and the fillers, removes every ready
+// member (they would run unused: no other replica can use their agents)
+// and deletes the lease.
+func (b *Backend) closePools() {
+	if b.pools.cancel == nil {
+		return
+	}
+	b.pools.cancel()
+	b.pools.workers.Wait()
+	for _, p := range b.pools.list {
+		for m := b.take(p); m != nil; m = b.take(p) {
+			b.pools.removals.Go(func() { b.removeMember(m) })
+		}
+	}
+	b.pools.removals.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := leasePrefix + b.pools.instance
+	if err := b.cs.CoordinationV1().Leases(b.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.logger.Warn("the replica's lease could not be deleted; it expires", "lease", name, "err", err)
+	}
+}
+
+// Pools says how full each pool is (opsapi.PoolReporter).
+func (b *Backend) Pools() []opsapi.PoolStatus {
+	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
+	for _, p := range b.pools.list {
+		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: len(p.ready)})
+	}
+	return out
+}
+
+var _ opsapi.PoolReporter = (*Backend)(nil)
