@@ -41,7 +41,12 @@
 //     (a new workspace until its first command has completed);
 //     docker/http: a `broker serve` with the docker backend, the target
 //     issue 4's goals are checked on (create-first-command through the
-//     API too).
+//     API too). Both also time op.create-warm-first-command, the same
+//     from their warm pool.
+//   - kubernetes/in-process and kubernetes/http (-backends kubernetes,
+//     with WSB_KUBECONFIG): the kubernetes backend on the test cluster,
+//     directly and through a `broker serve`, with a warm pool, both
+//     create rows included.
 //
 // Raw baselines offer only the operations they can time; the ssh and
 // docker ones also time their exec of `true` under tool.bash-true's name,
