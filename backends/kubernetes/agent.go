@@ -15,8 +15,20 @@ import (
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 )
 
-// agentDir is the pod's volume for the agent's binary.
+// agentDir is the pod's volume for the agent's binary. The workspace
+// container mounts it read-only: only the agent store container, which
+// runs as another user (storeUID), writes it. A command cannot replace
+// the binary the next agent starts from, nor reach the store's mount
+// through /proc (another uid).
 const agentDir = "/.wsbroker"
+
+// storeUID is the agent store container's user: never the workspace's.
+func storeUID(workspaceUID int64) int64 {
+	if workspaceUID == 65532 {
+		return 65533
+	}
+	return 65532
+}
 
 // agentDirSize bounds that volume: the binary, and one being copied.
 const agentDirSize = 64 << 20
@@ -27,15 +39,16 @@ const agentStartTimeout = time.Minute
 // agentPath is where the agent of this broker's build lives in a pod.
 func (b *Backend) agentPath() string { return agentDir + "/agent-" + b.agent.hash }
 
-// installScript copies stdin to $1, made executable by its owner only,
-// and says how many bytes arrived. The shell stays alive, its stdout
+// installScript copies stdin to $1, made readable and executable by all
+// (the workspace's user runs it) and writable by none, and says how many
+// bytes arrived. The shell stays alive, its stdout
 // open, until the copy is done: the container runtime stops passing
 // stdin to a process that closed its stdout, which would cut the binary
 // short with no error.
 const installScript = `set -e
 t="$1.tmp.$$"
 cat > "$t"
-chmod 0500 "$t"
+chmod 0555 "$t"
 mv -f "$t" "$1"
 echo "copied $(wc -c < "$1")"`
 
@@ -50,7 +63,7 @@ func (w *Workspace) installAgent(ctx context.Context) error {
 		return err
 	}
 	size := strconv.FormatInt(fi.Size(), 10)
-	have, err := b.podOutput(ctx, w.pod, []string{"/bin/sh", "-c", `[ -x "$1" ] && wc -c < "$1" || true`, "sh", b.agentPath()}, nil)
+	have, err := b.podOutput(ctx, w.pod, containerName, []string{"/bin/sh", "-c", `[ -x "$1" ] && wc -c < "$1" || true`, "sh", b.agentPath()}, nil)
 	if err != nil {
 		return fmt.Errorf("looking for the agent in the pod: %w", err)
 	}
@@ -62,7 +75,7 @@ func (w *Workspace) installAgent(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
-	out, err := b.podOutput(ctx, w.pod, []string{"/bin/sh", "-c", installScript, "sh", b.agentPath()}, f)
+	out, err := b.podOutput(ctx, w.pod, w.store, []string{"/bin/sh", "-c", installScript, "sh", b.agentPath()}, f)
 	if err != nil {
 		return fmt.Errorf("copying the agent into the pod: %w", err)
 	}
@@ -88,7 +101,7 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 	conn := &streamConn{r: outR, w: inW, stop: stop, ended: make(chan struct{})}
 	go func() {
 		defer close(conn.ended)
-		err := w.b.podExec(streamCtx, w.pod, []string{w.b.agentPath(), "serve", "--stdio"}, inR, outW, stderr)
+		err := w.b.podExec(streamCtx, w.pod, containerName, []string{w.b.agentPath(), "serve", "--stdio"}, inR, outW, stderr)
 		if err == nil {
 			err = io.EOF
 		}

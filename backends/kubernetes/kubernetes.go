@@ -50,6 +50,12 @@ const (
 	requestMemory   = 64 << 20
 )
 
+// What the agent store container may use: enough to copy the agent in.
+const (
+	storeCPUMilli = 200
+	storeMemory   = 64 << 20
+)
+
 // namePrefix starts every pod's name.
 const namePrefix = "wsbroker-"
 
@@ -328,7 +334,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		}
 		return nil, apiErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created, s.memory)
+	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created, s.memory, storeContainerName)
 	if err := b.waitRunning(ctx, pod.Name); err != nil {
 		b.removeFailed(w)
 		return nil, opsapi.E(op, ws.ID, nil, err)
@@ -364,7 +370,7 @@ func (b *Backend) deletePod(name string) {
 	}
 }
 
-// waitRunning waits until pod's workspace container runs, failing early
+// waitRunning waits until every container of pod runs, failing early
 // with the kubelet's reason when it cannot start.
 func (b *Backend) waitRunning(ctx context.Context, name string) error {
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -377,10 +383,14 @@ func (b *Backend) waitRunning(ctx context.Context, name string) error {
 		if why := startFailure(pod); why != "" {
 			return opsapi.E("kubernetes.wait", name, opsapi.ErrInvalid, errors.New(why))
 		}
+		running := 0
 		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name == containerName && cs.State.Running != nil {
-				return nil
+			if cs.State.Running != nil {
+				running++
 			}
+		}
+		if running > 0 && running == len(pod.Spec.Containers) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -486,9 +496,9 @@ func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: c.WorkspaceDir},
 					{Name: "tmp", MountPath: "/tmp"},
-					{Name: "agent", MountPath: agentDir},
+					{Name: "agent", MountPath: agentDir, ReadOnly: true},
 				},
-			}},
+			}, b.storeContainer(s.image, gid)},
 			Volumes: []corev1.Volume{
 				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sized(s.disk)}}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
@@ -499,15 +509,45 @@ func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 	}
 }
 
+// storeContainer is the pod's agent store: it only sleeps, and the broker
+// copies the agent's binary in through it, as a user other than the
+// workspace's, into the volume the workspace container mounts read-only.
+func (b *Backend) storeContainer(image string, gid int64) corev1.Container {
+	uid, _, _ := numericUser(b.cfg.User)
+	store := storeUID(uid)
+	no, yes := false, true
+	return corev1.Container{
+		Name:            storeContainerName,
+		Image:           image,
+		ImagePullPolicy: corev1.PullPolicy(b.cfg.ImagePullPolicy),
+		Command:         []string{"sleep", "infinity"},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                &store,
+			RunAsGroup:               &gid,
+			AllowPrivilegeEscalation: &no,
+			Privileged:               &no,
+			ReadOnlyRootFilesystem:   &yes,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(storeMemory, resource.BinarySI),
+				corev1.ResourceCPU: *resource.NewMilliQuantity(storeCPUMilli, resource.DecimalSI)},
+			Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(storeMemory/4, resource.BinarySI),
+				corev1.ResourceCPU: *resource.NewMilliQuantity(storeCPUMilli/10, resource.DecimalSI)},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+	}
+}
+
 // adopt returns the backend's Workspace for id, making it when new.
-func (b *Backend) adopt(id, pod, owner, root string, created time.Time, memory int64) *Workspace {
+func (b *Backend) adopt(id, pod, owner, root string, created time.Time, memory int64, store string) *Workspace {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.workspaces[id]; ok && !w.destroyed.Load() {
 		return w
 	}
 	w := newWorkspace(b, id, pod, owner, root, created)
-	w.memory = memory
+	w.memory, w.store = memory, store
 	b.workspaces[id] = w
 	return w
 }
@@ -621,12 +661,16 @@ func (b *Backend) adoptPod(p *corev1.Pod, claims map[string]string) (*Workspace,
 		root = b.cfg.WorkspaceDir
 	}
 	var memory int64
+	store := containerName // a pod made before the agent store: its agent volume is the workspace's
 	for _, c := range p.Spec.Containers {
-		if c.Name == containerName {
+		switch c.Name {
+		case containerName:
 			memory = c.Resources.Limits.Memory().Value()
+		case storeContainerName:
+			store = c.Name
 		}
 	}
-	return b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created, memory), true
+	return b.adopt(id, p.Name, p.Annotations[AnnotationOwner], root, created, memory, store), true
 }
 
 // Ping asks the API server for its version (opsapi.Pinger).

@@ -178,6 +178,21 @@ func TestSecureDefaults(t *testing.T) {
 	if c.Resources.Limits.Memory().Value() != int64(kubernetes.DefaultMemory) || c.Resources.Limits.Cpu().MilliValue() != 1000 {
 		t.Errorf("limits %v", c.Resources.Limits)
 	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/.wsbroker" && !m.ReadOnly {
+			t.Error("the workspace container can write the agent's volume")
+		}
+	}
+	if len(s.Containers) != 2 {
+		t.Fatalf("containers: %d, want the workspace and the agent store", len(s.Containers))
+	}
+	store := s.Containers[1].SecurityContext
+	if store == nil || store.RunAsUser == nil || *store.RunAsUser == 1000 || *store.RunAsUser == 0 ||
+		store.AllowPrivilegeEscalation == nil || *store.AllowPrivilegeEscalation ||
+		store.ReadOnlyRootFilesystem == nil || !*store.ReadOnlyRootFilesystem ||
+		store.Capabilities == nil || len(store.Capabilities.Drop) != 1 || store.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("agent store security context %+v", store)
+	}
 	for _, v := range s.Volumes {
 		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
 			t.Errorf("volume %s has no size limit", v.Name)
@@ -192,6 +207,17 @@ func TestSecureDefaults(t *testing.T) {
 	want := "1000\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n/workspace\n"
 	if out != want {
 		t.Errorf("inside the pod:\n%s\nwant:\n%s", out, want)
+	}
+
+	// The agent's binary: the workspace's user runs it, and can neither
+	// change, replace nor add to it, nor reach the store's writable
+	// mount through /proc (another uid).
+	out = sh(t, ws, `cd /.wsbroker; a=$(ls | grep '^agent-' | head -1); test -x "$a" && echo runs
+		cp /bin/true x 2>/dev/null && echo added; { echo >> "$a"; } 2>/dev/null && echo changed
+		mv "$a" old 2>/dev/null && echo moved; rm -f "$a" 2>/dev/null; test -e "$a" || echo removed
+		for p in /proc/[0-9]*; do [ "$(stat -c %u $p)" = 65532 ] && { touch $p/root/.wsbroker/y 2>/dev/null && echo reached || echo store-seen; }; done; true`)
+	if out != "runs\nstore-seen\n" {
+		t.Errorf("the agent's binary from a command: %q, want it only run (and the store's process seen, not entered)", out)
 	}
 }
 

@@ -14,17 +14,22 @@ import (
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 )
 
-// containerName is the workspace container of every pod.
-const containerName = "workspace"
+// The containers of every pod: the workspace's, where the agent and its
+// commands run, and the agent store's, the only one that may write the
+// agent's binary (agent.go).
+const (
+	containerName      = "workspace"
+	storeContainerName = "agent-store"
+)
 
-// podExec runs argv in pod's workspace container over pods/exec, with
-// stdin, stdout and stderr as given (nil: not attached), until it ends
-// or ctx does. WebSocket first, SPDY when the API server cannot upgrade
-// to it (as kubectl does). A non-zero exit is an error that says so.
-func (b *Backend) podExec(ctx context.Context, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// podExec runs argv in container of pod over pods/exec, with stdin,
+// stdout and stderr as given (nil: not attached), until it ends or ctx
+// does. WebSocket first, SPDY when the API server cannot upgrade to it
+// (as kubectl does). A non-zero exit is an error that says so.
+func (b *Backend) podExec(ctx context.Context, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.cfg.Namespace).Name(pod).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: containerName,
+		Container: container,
 		Command:   argv,
 		Stdin:     stdin != nil,
 		Stdout:    stdout != nil,
@@ -50,12 +55,12 @@ func (b *Backend) podExec(ctx context.Context, pod string, argv []string, stdin 
 	return nil
 }
 
-// podOutput runs argv with stdin (nil: none) and returns its stdout; the
-// head of its stderr is in the error of a failed run.
-func (b *Backend) podOutput(ctx context.Context, pod string, argv []string, stdin io.Reader) (string, error) {
+// podOutput runs argv in container with stdin (nil: none) and returns its
+// stdout; the head of its stderr is in the error of a failed run.
+func (b *Backend) podOutput(ctx context.Context, pod, container string, argv []string, stdin io.Reader) (string, error) {
 	var out strings.Builder
 	stderr := &execpump.Head{Max: 4096}
-	if err := b.podExec(ctx, pod, argv, stdin, &out, stderr); err != nil {
+	if err := b.podExec(ctx, pod, container, argv, stdin, &out, stderr); err != nil {
 		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return out.String(), nil

@@ -308,7 +308,7 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 		b.pools.removals.Go(func() { b.removeMember(m) })
 		return nil, apiErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, m.w.pod, ws.Owner, m.w.root, created, m.w.memory)
+	w := b.adopt(ws.ID, m.w.pod, ws.Owner, m.w.root, created, m.w.memory, m.w.store)
 	w.agentConn.Store(m.w.agentConn.Load())
 	w.agentLive.Store(m.w.agentLive.Swap(nil))
 	w.logger.Info("workspace created from the warm pool", "pool", p.cfg.Name, "pod", m.w.pod)

@@ -30,8 +30,9 @@ type Workspace struct {
 	owner   string
 	root    string
 	created time.Time
-	memory  int64 // the container's memory limit, for an OOM kill's report
-	member  bool  // an unclaimed warm pool member, named as its pod
+	memory  int64  // the container's memory limit, for an OOM kill's report
+	member  bool   // an unclaimed warm pool member, named as its pod
+	store   string // the container that writes the agent's binary
 	logger  *slog.Logger
 
 	agentSem  chan struct{} // held while an agent is started
@@ -45,7 +46,7 @@ type Workspace struct {
 }
 
 func newWorkspace(b *Backend, id, pod, owner, root string, created time.Time) *Workspace {
-	return &Workspace{b: b, id: id, pod: pod, owner: owner, root: root, created: created,
+	return &Workspace{b: b, id: id, pod: pod, owner: owner, root: root, created: created, store: storeContainerName,
 		logger: b.logger.With("workspace", id), agentSem: make(chan struct{}, 1)}
 }
 
