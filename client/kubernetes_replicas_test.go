@@ -20,9 +20,10 @@ import (
 type replica struct {
 	c    *client.Client
 	stop func() // the replica dies: its server and its backend close
+	b    *kubernetes.Backend
 }
 
-func startReplica(t *testing.T, identity string) *replica {
+func startReplica(t *testing.T, identity string, pools ...kubernetes.PoolConfig) *replica {
 	t.Helper()
 	cfg := kubernetes.NewConfig()
 	cfg.Kubeconfig = testutil.RequireKube(t)
@@ -30,6 +31,7 @@ func startReplica(t *testing.T, identity string) *replica {
 	cfg.ImagePullPolicy = "Never"
 	cfg.KillGrace = 500 * time.Millisecond
 	cfg.AgentBinary = testutil.AgentBinary(t)
+	cfg.Pools = pools
 	b, err := kubernetes.New(cfg, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +54,50 @@ func startReplica(t *testing.T, identity string) *replica {
 		_ = b.Close() // its agent streams end: their commands are killed
 	}
 	t.Cleanup(stop)
-	return &replica{c: client.New(ts.URL, token, client.WithHTTPClient(ts.Client())), stop: stop}
+	return &replica{c: client.New(ts.URL, token, client.WithHTTPClient(ts.Client())), stop: stop, b: b}
+}
+
+// TestKubernetesReplicasWithPools: replicas that each keep a warm pool. A
+// workspace created through one comes from its pool; another replica
+// serves it through its claim, and a third, without pools, deletes it;
+// each pool refills with members of its own.
+func TestKubernetesReplicasWithPools(t *testing.T) {
+	testutil.RequireKube(t)
+	identity := "pools-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:12]
+	pool := kubernetes.PoolConfig{Name: "default", Size: 1}
+	a, b, c := startReplica(t, identity, pool), startReplica(t, identity, pool), startReplica(t, identity)
+	ready := func(r *replica) bool { return r.b.Pools()[0].Ready == 1 }
+	if !waitFor(2*time.Minute, func() bool { return ready(a) && ready(b) }) {
+		t.Fatalf("pools: %+v and %+v", a.b.Pools(), b.b.Pools())
+	}
+	ctx := t.Context()
+	info, err := a.c.CreateWorkspace(ctx, "kubernetes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.c.DeleteWorkspace(context.Background(), info.ID) })
+	if a.b.Pools()[0].Ready != 0 {
+		t.Errorf("the create did not take the pool's member: %+v", a.b.Pools())
+	}
+	if err := b.c.WorkspaceFor(info).WriteFile(ctx, "f", strings.NewReader("through b")); err != nil {
+		t.Fatalf("a write through another replica: %v", err)
+	}
+	if out := run(t, a.c.WorkspaceFor(info), "cat f"); out != "through b" {
+		t.Errorf("read through the first: %q", out)
+	}
+	if err := c.c.DeleteWorkspace(ctx, info.ID); err != nil {
+		t.Fatalf("delete through a replica without pools: %v", err)
+	}
+	gone := func() error {
+		_, err := b.c.WorkspaceFor(info).Exec(ctx, opsapi.ExecRequest{Command: "true"})
+		return err
+	}
+	if !waitFor(time.Minute, func() bool { return errors.Is(gone(), opsapi.ErrNotExist) }) {
+		t.Errorf("after the delete, through the second: %v, want not found", gone())
+	}
+	if !waitFor(2*time.Minute, func() bool { return ready(a) && ready(b) }) {
+		t.Errorf("pools did not refill: %+v and %+v", a.b.Pools(), b.b.Pools())
+	}
 }
 
 // TestKubernetesReplicas: three brokers with one identity share the
