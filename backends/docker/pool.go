@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -41,11 +42,10 @@ const poolRetry = 10 * time.Second
 
 // pool is one configured warm pool.
 type pool struct {
-	cfg   PoolConfig
-	spec  spec   // resolved; home is learnt from the image at each fill
-	key   string // specKey of spec, on every member
-	ready chan *member
-	want  chan struct{} // wakes the filler
+	cfg     PoolConfig
+	spec    spec   // resolved; home is learnt from the image at each fill
+	key     string // specKey of spec, on every member
+	members *warmpool.Pool[*member]
 }
 
 // member is a ready container of a pool: running, its agent connected.
@@ -91,8 +91,7 @@ func (b *Backend) setupPools() error {
 			errs = append(errs, fmt.Errorf("pool %s: %w", pc.Name, err))
 			continue
 		}
-		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, key: specKey(s),
-			ready: make(chan *member, pc.Size), want: make(chan struct{}, 1)})
+		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, key: specKey(s), members: warmpool.New[*member](pc.Size)})
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -100,7 +99,12 @@ func (b *Backend) setupPools() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.pools.cancel = cancel
 	for _, p := range b.pools.list {
-		b.pools.fillers.Go(func() { b.fill(ctx, p) })
+		b.pools.fillers.Go(func() {
+			// First the members an earlier run of the broker left.
+			b.rediscoverMembers(ctx, p)
+			p.members.Fill(ctx, func(ctx context.Context) (*member, error) { return b.makeMember(ctx, p) },
+				b.removeMember, poolRetry, b.logger.With("pool", p.cfg.Name))
+		})
 	}
 	return nil
 }
@@ -114,41 +118,6 @@ func (b *Backend) poolFor(s spec) *pool {
 		}
 	}
 	return nil
-}
-
-// fill keeps p's ready members at its size until ctx ends: it first takes
-// back the members an earlier run of the broker left, then makes one
-// member at a time whenever one is taken.
-func (b *Backend) fill(ctx context.Context, p *pool) {
-	logger := b.logger.With("pool", p.cfg.Name)
-	b.rediscoverMembers(ctx, p)
-	for ctx.Err() == nil {
-		if len(p.ready) < cap(p.ready) {
-			m, err := b.makeMember(ctx, p)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("a pool member could not be made; trying again later", "err", err)
-					sleepCtx(ctx, poolRetry)
-				}
-				continue
-			}
-			p.ready <- m // never blocks: only this goroutine adds
-			continue
-		}
-		select {
-		case <-p.want:
-		case <-ctx.Done():
-		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // memberLabels are the labels of a new member of p called name.
@@ -203,24 +172,12 @@ func (b *Backend) readyMember(ctx context.Context, name, cid, run string) (*memb
 // take is a ready member of p whose agent is still connected, or nil
 // when none is ready. Broken members are removed on the way.
 func (b *Backend) take(p *pool) *member {
-	defer func() {
-		select {
-		case p.want <- struct{}{}:
-		default:
-		}
-	}()
-	for {
-		select {
-		case m := <-p.ready:
-			if c := m.w.agentLive.Load(); c != nil && !c.IsClosed() {
-				return m
-			}
-			b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.name)
-			b.pools.removals.Go(func() { b.removeMember(m) })
-		default:
-			return nil
-		}
-	}
+	alive := func(m *member) bool { c := m.w.agentLive.Load(); return c != nil && !c.IsClosed() }
+	m, _ := p.members.Take(alive, func(m *member) {
+		b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.name)
+		b.pools.removals.Go(func() { b.removeMember(m) })
+	})
+	return m
 }
 
 // claim makes workspace ws of member m: a claim volume named as the
@@ -314,7 +271,7 @@ func (b *Backend) rediscoverMembers(ctx context.Context, p *pool) {
 			continue // claimed: a workspace now
 		}
 		run := b.agentDirOf(name)
-		if c.State != "running" || c.Labels[LabelPoolSpec] != p.key || c.Labels[LabelAgent] != run || len(p.ready) == cap(p.ready) {
+		if c.State != "running" || c.Labels[LabelPoolSpec] != p.key || c.Labels[LabelAgent] != run || p.members.Ready() == p.members.Size() {
 			b.removeMember(&member{name: name, w: newWorkspace(b, name, c.ID, b.cfg.WorkspaceDir, time.Now())})
 			continue
 		}
@@ -323,7 +280,10 @@ func (b *Backend) rediscoverMembers(ctx context.Context, p *pool) {
 			b.logger.Warn("a pool member left by an earlier run was removed", "member", name, "err", err)
 			continue
 		}
-		p.ready <- m
+		if !p.members.Put(m) {
+			b.removeMember(m)
+			continue
+		}
 		b.logger.Info("pool member taken back", "pool", p.cfg.Name, "member", name)
 	}
 }
@@ -348,7 +308,7 @@ func (b *Backend) closePools() {
 func (b *Backend) Pools() []opsapi.PoolStatus {
 	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
 	for _, p := range b.pools.list {
-		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: len(p.ready)})
+		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: p.members.Ready()})
 	}
 	return out
 }

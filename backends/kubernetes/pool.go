@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -47,7 +48,7 @@ const (
 )
 
 // MaxPoolSize bounds one pool: each member is a running pod.
-const MaxPoolSize = 64
+const MaxPoolSize = warmpool.MaxSize
 
 // Names: a member's pod, and a replica's lease. Neither can be a
 // workspace pod's name (namePrefix and 20 hex digits).
@@ -86,10 +87,9 @@ type PoolConfig struct {
 
 // pool is one configured warm pool.
 type pool struct {
-	cfg   PoolConfig
-	spec  spec
-	ready chan *member
-	want  chan struct{} // wakes the filler
+	cfg     PoolConfig
+	spec    spec
+	members *warmpool.Pool[*member]
 }
 
 // member is a ready pod of a pool: running, its agent connected. Its
@@ -126,8 +126,7 @@ func (b *Backend) setupPools() error {
 			errs = append(errs, fmt.Errorf("pool %s: %w", pc.Name, err))
 			continue
 		}
-		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s,
-			ready: make(chan *member, pc.Size), want: make(chan struct{}, 1)})
+		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, members: warmpool.New[*member](pc.Size)})
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -137,7 +136,10 @@ func (b *Backend) setupPools() error {
 	b.pools.cancel = cancel
 	b.pools.workers.Go(func() { b.keepLease(ctx) })
 	for _, p := range b.pools.list {
-		b.pools.workers.Go(func() { b.fill(ctx, p) })
+		b.pools.workers.Go(func() {
+			p.members.Fill(ctx, func(ctx context.Context) (*member, error) { return b.makeMember(ctx, p) },
+				b.removeMember, poolRetry, b.logger.With("pool", p.cfg.Name))
+		})
 	}
 	return nil
 }
@@ -156,43 +158,6 @@ func (b *Backend) poolFor(s spec) *pool {
 		}
 	}
 	return nil
-}
-
-// fill keeps p's ready members at its size until ctx ends, making one
-// member at a time whenever one is taken.
-func (b *Backend) fill(ctx context.Context, p *pool) {
-	logger := b.logger.With("pool", p.cfg.Name)
-	for ctx.Err() == nil {
-		if len(p.ready) < cap(p.ready) {
-			m, err := b.makeMember(ctx, p)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("a pool member could not be made; trying again later", "err", err)
-					sleepCtx(ctx, poolRetry)
-				}
-				continue
-			}
-			select {
-			case p.ready <- m:
-			default: // a member given back filled p meanwhile
-				b.removeMember(m)
-			}
-			continue
-		}
-		select {
-		case <-p.want:
-		case <-ctx.Done():
-		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // makeMember makes one pod of p, waits until it runs and starts its
@@ -228,32 +193,18 @@ func (b *Backend) makeMember(ctx context.Context, p *pool) (*member, error) {
 // take is a ready member of p whose agent is still connected, or nil
 // when none is ready. Broken members are removed on the way.
 func (b *Backend) take(p *pool) *member {
-	defer func() {
-		select {
-		case p.want <- struct{}{}:
-		default:
-		}
-	}()
-	for {
-		select {
-		case m := <-p.ready:
-			if c := m.w.agentLive.Load(); c != nil && !c.IsClosed() {
-				return m
-			}
-			b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.w.pod)
-			b.pools.removals.Go(func() { b.removeMember(m) })
-		default:
-			return nil
-		}
-	}
+	alive := func(m *member) bool { c := m.w.agentLive.Load(); return c != nil && !c.IsClosed() }
+	m, _ := p.members.Take(alive, func(m *member) {
+		b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.w.pod)
+		b.pools.removals.Go(func() { b.removeMember(m) })
+	})
+	return m
 }
 
 // giveBack returns an untouched member to p, or removes it when the
 // filler has made p full again meanwhile.
 func (b *Backend) giveBack(p *pool, m *member) {
-	select {
-	case p.ready <- m:
-	default:
+	if !p.members.Put(m) {
 		b.pools.removals.Go(func() { b.removeMember(m) })
 	}
 }
@@ -508,7 +459,7 @@ func (b *Backend) closePools() {
 func (b *Backend) Pools() []opsapi.PoolStatus {
 	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
 	for _, p := range b.pools.list {
-		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: len(p.ready)})
+		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: p.members.Ready()})
 	}
 	return out
 }
