@@ -1,19 +1,18 @@
 package docker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
-	"github.com/docker/go-units"
 
+	"github.com/wsbroker/wsbroker/backends/shared/bytesize"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
 )
 
 // Config configures the docker backend. Zero fields take the defaults of
@@ -176,7 +175,7 @@ type PoolConfig struct {
 }
 
 // MaxPoolSize bounds one pool: each member is a running container.
-const MaxPoolSize = 64
+const MaxPoolSize = warmpool.MaxSize
 
 // validIdentity is the form of a broker identity: a label value that
 // reads well in `docker ps --filter`.
@@ -366,16 +365,11 @@ func (c Config) Validate() error {
 	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
 		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)
 	}
-	names := map[string]bool{}
+	pools := make([]warmpool.Spec, len(c.Pools))
 	for i, p := range c.Pools {
-		if !validIdentity.MatchString(p.Name) || names[p.Name] {
-			add("pools[%d]: name %q must be unique, 1 to 63 letters, digits, '.', '_' or '-'", i, p.Name)
-		}
-		names[p.Name] = true
-		if p.Size < 1 || p.Size > MaxPoolSize {
-			add("pools[%d] (%s): size %d must be between 1 and %d", i, p.Name, p.Size, MaxPoolSize)
-		}
+		pools[i] = warmpool.Spec{Name: p.Name, Size: p.Size}
 	}
+	errs = append(errs, warmpool.Check(pools, validIdentity.MatchString)...)
 	if len(c.Pools) > 0 && c.Disk > 0 {
 		add("pools cannot be used with disk: each workspace's filesystem is made for it at create")
 	}
@@ -391,33 +385,5 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ByteSize is a size in bytes. In JSON and YAML it is a number of bytes
-// or a string with a binary unit: "512MiB", "2g", "1.5GB" (all powers of
-// 1024, as docker's own flags read them).
-type ByteSize int64
-
-// UnmarshalJSON accepts a number or a string.
-func (b *ByteSize) UnmarshalJSON(data []byte) error {
-	if s, err := strconv.Unquote(string(data)); err == nil {
-		return b.UnmarshalText([]byte(s))
-	}
-	var n int64
-	if err := json.Unmarshal(data, &n); err != nil {
-		return fmt.Errorf("size %s: want bytes or a string like \"512MiB\"", data)
-	}
-	*b = ByteSize(n)
-	return nil
-}
-
-// UnmarshalText reads "512MiB", "2g" or a plain number of bytes.
-func (b *ByteSize) UnmarshalText(text []byte) error {
-	n, err := units.RAMInBytes(strings.TrimSpace(string(text)))
-	if err != nil {
-		return fmt.Errorf("size %q: %w", text, err)
-	}
-	*b = ByteSize(n)
-	return nil
-}
-
-// String is the size in docker's binary units, e.g. "2GiB".
-func (b ByteSize) String() string { return units.BytesSize(float64(b)) }
+// ByteSize is a size in bytes that YAML and JSON may give as "2GiB".
+type ByteSize = bytesize.Size

@@ -70,30 +70,6 @@ func TestConfigZeroIsSecureDefaults(t *testing.T) {
 	}
 }
 
-func TestByteSize(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want ByteSize
-		err  bool
-	}{
-		{`1048576`, 1 << 20, false},
-		{`"512MiB"`, 512 << 20, false},
-		{`"2g"`, 2 << 30, false},
-		{`"1.5GB"`, 3 << 29, false},
-		{`"lots"`, 0, true},
-		{`true`, 0, true},
-	} {
-		var b ByteSize
-		err := json.Unmarshal([]byte(c.in), &b)
-		if (err != nil) != c.err || (!c.err && b != c.want) {
-			t.Errorf("%s: got %d, %v; want %d (error %v)", c.in, b, err, c.want, c.err)
-		}
-	}
-	if s := ByteSize(2 << 30).String(); s != "2GiB" {
-		t.Errorf("String = %q", s)
-	}
-}
-
 func TestHomeTmpfs(t *testing.T) {
 	b := &Backend{cfg: NewConfig()}
 	for _, c := range []struct {

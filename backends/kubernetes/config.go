@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/shared/bytesize"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
 )
 
 // ByteSize is a size in bytes that YAML and JSON may give as "2GiB".
-type ByteSize = docker.ByteSize
+type ByteSize = bytesize.Size
 
 // Config configures the kubernetes backend. Zero fields take the defaults
 // of NewConfig when the backend is built.
@@ -81,7 +82,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultNamespace    = "default"
-	DefaultImage        = docker.DefaultImage
+	DefaultImage        = "wsbroker/workspace:current" // images/workspace, as docker's
 	DefaultUser         = "1000:1000"
 	DefaultMemory       = ByteSize(2 << 30)
 	DefaultCPUs         = 1.0
@@ -191,16 +192,11 @@ func (c Config) Validate() error {
 	if c.StartTimeout < time.Second {
 		add("startTimeout must be at least 1s, got %v", c.StartTimeout)
 	}
-	names := map[string]bool{}
+	pools := make([]warmpool.Spec, len(c.Pools))
 	for i, p := range c.Pools {
-		if !validIdentity.MatchString(p.Name) || names[p.Name] {
-			add("pools[%d]: name %q must be unique, 1 to 63 letters, digits, '.', '_' or '-'", i, p.Name)
-		}
-		names[p.Name] = true
-		if p.Size < 1 || p.Size > MaxPoolSize {
-			add("pools[%d] (%s): size %d must be between 1 and %d", i, p.Name, p.Size, MaxPoolSize)
-		}
+		pools[i] = warmpool.Spec{Name: p.Name, Size: p.Size}
 	}
+	errs = append(errs, warmpool.Check(pools, validIdentity.MatchString)...)
 	errs = append(errs, c.Exec.Problems()...)
 	return errors.Join(errs...)
 }
