@@ -308,7 +308,7 @@ func (b *Backend) closePools() {
 func (b *Backend) Pools() []opsapi.PoolStatus {
 	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
 	for _, p := range b.pools.list {
-		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: p.members.Ready()})
+		out = append(out, p.members.Status(p.cfg.Name))
 	}
 	return out
 }

@@ -328,7 +328,11 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	// A claim of this id from a warm pool (pool.go) may have come first;
 	// its workspace may be in the table, so the pod goes by name.
 	if _, err := b.cs.CoreV1().ConfigMaps(b.cfg.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
-		b.deletePod(pod.Name)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		if derr := b.deletePod(dctx, pod.Name); derr != nil {
+			b.logger.Warn("a refused create's pod could not be deleted", "pod", pod.Name, "err", derr)
+		}
+		cancel()
 		if err == nil {
 			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists (claimed from a warm pool)"))
 		}
@@ -358,16 +362,15 @@ func (b *Backend) removeFailed(w *Workspace) {
 	}
 }
 
-// deletePod deletes pod name at once, logging a failure: what is left
-// of a create that is refused.
-func (b *Backend) deletePod(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// deletePod deletes pod name with no grace period, so every process in
+// it is killed at once; a pod already gone is no error.
+func (b *Backend) deletePod(ctx context.Context, name string) error {
 	grace := int64(0)
 	err := b.cs.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if err != nil && !apierrors.IsNotFound(err) {
-		b.logger.Warn("a refused create's pod could not be deleted", "pod", name, "err", err)
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
+	return err
 }
 
 // waitRunning waits until every container of pod runs, failing early

@@ -370,13 +370,11 @@ func (b *Backend) sweep(ctx context.Context, seen map[string]leaseSeen) {
 		b.logger.Warn("pool members could not be listed", "err", err)
 		return
 	}
-	grace := int64(0)
 	for _, p := range pods.Items {
 		if live[p.Labels[LabelHolder]] || p.DeletionTimestamp != nil {
 			continue
 		}
-		err := b.cs.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := b.deletePod(ctx, p.Name); err != nil {
 			b.logger.Warn("a dead replica's pool member could not be removed", "member", p.Name, "err", err)
 			continue
 		}
@@ -459,7 +457,7 @@ func (b *Backend) closePools() {
 func (b *Backend) Pools() []opsapi.PoolStatus {
 	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
 	for _, p := range b.pools.list {
-		out = append(out, opsapi.PoolStatus{Name: p.cfg.Name, Size: p.cfg.Size, Ready: p.members.Ready()})
+		out = append(out, p.members.Status(p.cfg.Name))
 	}
 	return out
 }

@@ -121,9 +121,7 @@ func (w *Workspace) destroy(ctx context.Context, reason string) error {
 	if w.destroyed.Swap(true) {
 		return nil
 	}
-	grace := int64(0)
-	err := w.b.cs.CoreV1().Pods(w.b.cfg.Namespace).Delete(ctx, w.pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := w.b.deletePod(ctx, w.pod); err != nil {
 		w.destroyed.Store(false) // may be retried
 		return apiErr("kubernetes.Destroy", w.id, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/wsbroker/wsbroker/opsapi"
 )
 
 // MaxSize bounds one pool: each member is a running workspace.
@@ -26,6 +28,11 @@ func (p *Pool[M]) Size() int { return cap(p.ready) }
 
 // Ready is how many members are ready now.
 func (p *Pool[M]) Ready() int { return len(p.ready) }
+
+// Status is how full the pool is, under name (opsapi.PoolReporter).
+func (p *Pool[M]) Status(name string) opsapi.PoolStatus {
+	return opsapi.PoolStatus{Name: name, Size: p.Size(), Ready: p.Ready()}
+}
 
 // Put adds m when the pool has room, and says whether it had: a member
 // that did not fit is the caller's to remove.

@@ -66,6 +66,9 @@ func TestTakeFromEmpty(t *testing.T) {
 	if _, ok := p.Take(func(string) bool { return true }, func(string) {}); ok {
 		t.Error("took from an empty pool")
 	}
+	if st := p.Status("x"); st.Name != "x" || st.Size != 1 || st.Ready != 0 {
+		t.Errorf("status %+v", st)
+	}
 }
 
 func TestCheck(t *testing.T) {
