@@ -309,3 +309,30 @@ func TestPoolConfig(t *testing.T) {
 		t.Errorf("a pool above the limits: %v", err)
 	}
 }
+
+// TestPoolMemberDeletedElsewhere: a member pod deleted behind the
+// broker's back never becomes a workspace: the create gets a pod of its
+// own, and the pool makes a new member.
+func TestPoolMemberDeletedElsewhere(t *testing.T) {
+	identity := poolIdentity(t)
+	cs := clientset(t)
+	b := newBackend(t, withPool(identity, 1))
+	waitReady(t, b, 1)
+	members := podsOf(t, cs, identity, kubernetes.LabelPool)
+	if len(members) != 1 {
+		t.Fatalf("pool pods: %q", members)
+	}
+	grace := int64(0)
+	if err := cs.CoreV1().Pods(kubernetes.DefaultNamespace).Delete(t.Context(), members[0],
+		metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	ws := create(t, b, "", nil)
+	if ws.Pod() == members[0] {
+		t.Fatalf("the create got the deleted member %s", ws.Pod())
+	}
+	if out := sh(t, ws, "echo ok"); out != "ok\n" {
+		t.Errorf("output %q", out)
+	}
+	waitReady(t, b, 1)
+}
