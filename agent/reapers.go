@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/internal/procstart"
 )
 
 // Reapers are kept and reused. A reaper is the agent's own binary, and
@@ -178,7 +180,7 @@ func (s *Server) startReaperProc() (*reaper, error) {
 	defer theirs.Close()
 	cmd := exec.Command(s.self(), ReapMode)
 	cmd.ExtraFiles = []*os.File{theirs}
-	if err := cmd.Start(); err != nil {
+	if err := procstart.Start(cmd); err != nil {
 		mine.Close()
 		return nil, fmt.Errorf("starting a reaper: %w", err)
 	}

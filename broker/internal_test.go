@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -95,5 +96,39 @@ func TestWorkspaceInfoCarriesTransport(t *testing.T) {
 	b, _ = json.Marshal(workspaceInfo(workspaces.Info{ID: "a"}))
 	if strings.Contains(string(b), "transport") {
 		t.Errorf("without one: %s", b)
+	}
+}
+
+// TestOutputLineIsJSONMarshals: the hand-built output line is the bytes
+// json.Marshal makes of the same wire.ExecLine, for any output.
+func TestOutputLineIsJSONMarshals(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, data := range [][]byte{[]byte("x"), []byte("hello\n\"quoted\" \\ </script>\u2028"), all,
+		[]byte(strings.Repeat("ab\x00\xff", execChunk/4))} {
+		want, err := json.Marshal(wire.ExecLine{Type: wire.LineOutput, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, '\n')
+		if got := appendOutputLine([]byte("prefix"), data); string(got) != "prefix"+string(want) {
+			t.Errorf("%d bytes: got\n%.200s\nwant\n%.200s", len(data), got, want)
+		}
+	}
+}
+
+// TestQueryHasKeyAgreesWithParseQuery: the key-only scan finds a token
+// parameter exactly when url.ParseQuery does.
+func TestQueryHasKeyAgreesWithParseQuery(t *testing.T) {
+	for _, raw := range []string{"", "token", "token=", "token=x", "a=1&token=2", "access_token=x", "%74oken=x",
+		"tok%65n", "to+ken=x", "token;x=1", "a=1;token=2", "x=token", "tokens=1", "%zz=1&token=1", "%zztoken=1",
+		"path=" + strings.Repeat("%41", 1000) + "&access%5Ftoken=1", "a&&b", "=token"} {
+		q, _ := url.ParseQuery(raw)
+		want := q.Has("token") || q.Has("access_token")
+		if got := queryHasKey(raw, "access_token", "token"); got != want {
+			t.Errorf("%.60q: got %v, url.ParseQuery says %v", raw, got, want)
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,8 +83,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // logs and browser histories.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if q.Has("access_token") || q.Has("token") {
+		if queryHasKey(r.URL.RawQuery, "access_token", "token") {
 			s.unauthorized(w, r, "bearer tokens are not accepted in the query string; use the Authorization header")
 			return
 		}
@@ -104,6 +105,31 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		reqAuditFrom(r.Context()).set(func(ev *audit.Event) { ev.Tenant = t.Name })
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey, t)))
 	})
+}
+
+// queryHasKey reports whether the query has a parameter named one of
+// names, as url.ParseQuery would decode it, decoding only the keys: an
+// unauthenticated request's 60 KiB query fully decoded was a tenth of the
+// broker's CPU under a flood of them.
+func queryHasKey(raw string, names ...string) bool {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			continue // url.ParseQuery drops such a pair
+		}
+		key, _, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(key, "%+") {
+			var err error
+			if key, err = url.QueryUnescape(key); err != nil {
+				continue
+			}
+		}
+		if slices.Contains(names, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // unauthorized answers 401, or 429 with nothing audited when the peer is

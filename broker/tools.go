@@ -192,6 +192,23 @@ func newLineWriter(w http.ResponseWriter) *lineWriter {
 
 func (lw *lineWriter) write(v any) {
 	lw.put(v)
+	lw.flush()
+}
+
+// writeRaw writes line, a whole NDJSON line with its newline, and
+// flushes it.
+func (lw *lineWriter) writeRaw(line []byte) {
+	if lw.failed {
+		return
+	}
+	if _, err := lw.w.Write(line); err != nil {
+		lw.failed = true
+		return
+	}
+	lw.flush()
+}
+
+func (lw *lineWriter) flush() {
 	if lw.failed {
 		return
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/internal/procstart"
 )
 
 // MinSize is the smallest filesystem Make makes: below it ext4's own
@@ -181,7 +183,7 @@ func run(ctx context.Context, prog string, args ...string) error {
 	cmd := exec.CommandContext(ctx, prog, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	if err := procstart.Run(cmd); err != nil {
 		return fmt.Errorf("loopfs: %s %v: %w: %s", prog, args, err, bytes.TrimSpace(out.Bytes()))
 	}
 	return nil

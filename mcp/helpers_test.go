@@ -32,12 +32,12 @@ const (
 // harness is a broker with tenants alice and bob over the given backends
 // (a local one when none), served on loopback.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	srv *broker.Server
 	hs  *httptest.Server
 }
 
-func newHarness(t *testing.T, alicePolicy *policy.Policy, backends map[string]opsapi.Backend, mod func(*broker.Config)) *harness {
+func newHarness(t testing.TB, alicePolicy *policy.Policy, backends map[string]opsapi.Backend, mod func(*broker.Config)) *harness {
 	t.Helper()
 	logger := testutil.Logger(t)
 	if backends == nil {

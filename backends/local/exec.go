@@ -20,6 +20,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/internal/procstart"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -317,7 +318,7 @@ func (w *Workspace) spawner() (*sandbox.Spawner, error) {
 // A variable so that a test can hold a start.
 var startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd) error {
 	if sp == nil {
-		return cmd.Start()
+		return procstart.Start(cmd)
 	}
 	return sp.Start(cmd)
 }

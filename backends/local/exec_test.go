@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/internal/procstart"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -413,5 +415,47 @@ func TestFileOperationsDoNotWaitForAStart(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the command started during Destroy is still running")
+	}
+}
+
+// TestExecForksUnderTheBrokersStartGate: a command's fork waits for a
+// slot of procstart's gate, so that starts never take every P of the
+// broker at once (see package procstart).
+func TestExecForksUnderTheBrokersStartGate(t *testing.T) {
+	for _, mode := range []string{"off", "auto"} {
+		t.Run("sandbox "+mode, func(t *testing.T) {
+			testExecForksUnderTheStartGate(t, newWorkspace(t, local.Config{Sandbox: local.SandboxConfig{Mode: mode}}))
+		})
+	}
+}
+
+func testExecForksUnderTheStartGate(t *testing.T, ws *local.Workspace) {
+	release := make(chan struct{})
+	var held sync.WaitGroup
+	for range procstart.Slots() {
+		held.Add(1)
+		go func() {
+			_ = procstart.Do(func() error {
+				held.Done()
+				<-release
+				return nil
+			})
+		}()
+	}
+	held.Wait()
+	done := make(chan error, 1)
+	go func() {
+		_, err := ws.Exec(t.Context(), opsapi.ExecRequest{Command: "true"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		close(release)
+		t.Fatalf("the command ran while every start slot was held (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/shared/execpump"
 	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
+	"github.com/wsbroker/wsbroker/internal/procstart"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -57,7 +58,7 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	if err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, nil, err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := procstart.Start(cmd); err != nil {
 		return opsapi.SearchResult{}, opsapi.E(op, req.Path, opsapi.ErrUnavailable, fmt.Errorf("failed to run ripgrep: %w", err))
 	}
 

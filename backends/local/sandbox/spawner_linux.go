@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/internal/procstart"
 )
 
 // Spawner starts one workspace's commands from an OS thread of the
@@ -125,7 +127,7 @@ func (sp *Spawner) serve(s Spec, ready chan<- error) {
 		return
 	}
 	for r := range sp.reqs {
-		r.done <- r.cmd.Start()
+		r.done <- procstart.Start(r.cmd)
 	}
 }
 

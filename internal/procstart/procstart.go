@@ -1,0 +1,31 @@
+package procstart
+
+import (
+	"os/exec"
+	"runtime"
+)
+
+// gate holds one token per start in progress.
+var gate = make(chan struct{}, Slots())
+
+// Slots is how many starts may run at once: GOMAXPROCS-1, at least one.
+func Slots() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
+// Do runs start, which forks (exec.Cmd.Start, os.StartProcess), once
+// fewer than Slots other starts are in progress, and returns its error.
+func Do(start func() error) error {
+	gate <- struct{}{}
+	defer func() { <-gate }()
+	return start()
+}
+
+// Start is Do(cmd.Start).
+func Start(cmd *exec.Cmd) error { return Do(cmd.Start) }
+
+// Run is cmd.Run with its start under the gate.
+func Run(cmd *exec.Cmd) error {
+	if err := Start(cmd); err != nil {
+		return err
+	}
+	return cmd.Wait()
+}
