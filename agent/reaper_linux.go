@@ -46,6 +46,11 @@ func Reap(args []string) int {
 	// every disposition at its default.
 	absorbSignals()
 	resetIgnored()
+	// SIGCHLD wakes serve. Asked for once for the reaper's life: a
+	// signal.Stop per job waited, yielding in a loop, for the runtime's
+	// signal goroutine to go idle, a fifth of the reaper's CPU per job.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
 
 	msgs := make(chan ctlItem, 16)
 	gone := make(chan struct{})
@@ -59,7 +64,7 @@ func Reap(args []string) int {
 			j.say("start: subreaper: %v", subreaperErr)
 			return 1
 		}
-		runJob(j, msgs, gone)
+		runJob(j, chld, msgs, gone)
 		j.say("idle")
 		j.status.Close()
 	}
@@ -116,7 +121,7 @@ func (j ctlJob) say(format string, a ...any) {
 }
 
 // runJob starts the job's command and serves its subtree until empty.
-func runJob(j ctlJob, msgs <-chan ctlItem, gone <-chan struct{}) {
+func runJob(j ctlJob, chld <-chan os.Signal, msgs <-chan ctlItem, gone <-chan struct{}) {
 	defer j.out.Close()
 	defer j.errw.Close()
 	stdin := os.Stdin // /dev/null, as the agent started the reaper
@@ -172,7 +177,7 @@ func runJob(j ctlJob, msgs <-chan ctlItem, gone <-chan struct{}) {
 		defer smu.Unlock()
 		j.say(format, a...)
 	}
-	serve(proc.Pid, j.ID, msgs, gone, time.Duration(j.GraceMS)*time.Millisecond, say)
+	serve(proc.Pid, j.ID, chld, msgs, gone, time.Duration(j.GraceMS)*time.Millisecond, say)
 }
 
 // serve reaps the subtree until it is empty, reporting the main child's
@@ -180,10 +185,7 @@ func runJob(j ctlJob, msgs <-chan ctlItem, gone <-chan struct{}) {
 // job id or when the agent is gone. One goroutine does it all, woken by
 // SIGCHLD: a fork bomb below makes zombies without pause, and a loop
 // blocked in wait4 would keep the kill from ever being scheduled.
-func serve(main int, id uint64, msgs <-chan ctlItem, gone <-chan struct{}, grace time.Duration, say func(string, ...any)) {
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, syscall.SIGCHLD)
-	defer signal.Stop(chld)
+func serve(main int, id uint64, chld <-chan os.Signal, msgs <-chan ctlItem, gone <-chan struct{}, grace time.Duration, say func(string, ...any)) {
 	reap := func() bool { return reapReady(main, func(code int) { say("exit %d", code) }) }
 	tick := time.NewTicker(time.Second) // in case a SIGCHLD was merged away
 	defer tick.Stop()
