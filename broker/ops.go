@@ -517,6 +517,9 @@ func (e *execStream) last(v any) {
 // Write never fails: once the client is gone the request context kills the
 // command, and refusing its output meanwhile could only stall it.
 func (e *execStream) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // no line, and the headers wait for one
+	}
 	buf := outputLines.Get().(*[]byte)
 	defer outputLines.Put(buf)
 	e.mu.Lock()

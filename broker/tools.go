@@ -198,13 +198,7 @@ func (lw *lineWriter) write(v any) {
 // writeRaw writes line, a whole NDJSON line with its newline, and
 // flushes it.
 func (lw *lineWriter) writeRaw(line []byte) {
-	if lw.failed {
-		return
-	}
-	if _, err := lw.w.Write(line); err != nil {
-		lw.failed = true
-		return
-	}
+	lw.send(line)
 	lw.flush()
 }
 
@@ -231,7 +225,15 @@ func (lw *lineWriter) put(v any) {
 	if err != nil {
 		panic(err) // only the broker's own line types get here
 	}
-	if _, err := lw.w.Write(append(b, '\n')); err != nil {
+	lw.send(append(b, '\n'))
+}
+
+// send writes a whole line, unflushed; a failure drops the rest.
+func (lw *lineWriter) send(line []byte) {
+	if lw.failed {
+		return
+	}
+	if _, err := lw.w.Write(line); err != nil {
 		lw.failed = true
 	}
 }
