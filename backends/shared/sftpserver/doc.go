@@ -16,7 +16,10 @@
 // path to its final target, writes the content to a temporary file
 // `.<name>.tmp-<random>` beside it, gives it the old file's permission bits
 // (and owner, where it may), fsyncs it when the request says so (the
-// AtomicWriteSync pair), and renames it over the target. A failure at any
+// AtomicWriteSync pair), and puts it in the target's place: renamed over
+// it, or, for an unsynced write over a file on Linux, swapped with it and
+// the old one unlinked (ext4 starts writeback before a rename over a file,
+// which was most of a small write's time). A failure at any
 // step removes the temporary file and leaves the target as it was.
 //
 // The second is ReadSmall: a STAT of a path followed by a NUL byte and

@@ -177,7 +177,7 @@ func parseAtomicWrite(b []byte) (req writeRequest, ok bool) {
 // AtomicWrite replaces p's final target with what r yields, as the
 // package documentation describes for the AtomicWrite extension: links
 // followed, a temporary file beside the target given the old file's mode
-// and owner, synced when asked, renamed over it. When r fails, the
+// and owner, synced when asked, put in its place (replace). When r fails, the
 // temporary file is removed and p is untouched. The in-box agent's
 // streamed write calls it too.
 func AtomicWrite(p string, r io.Reader, sync bool) error {
@@ -199,7 +199,7 @@ func AtomicWrite(p string, r io.Reader, sync bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, target)
+		err = replace(tmp, target, old != nil, sync)
 	}
 	if err != nil {
 		_ = os.Remove(tmp) // the error to report is err
