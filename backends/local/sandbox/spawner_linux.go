@@ -55,7 +55,7 @@ func NewSpawner(s Spec) (*Spawner, error) {
 	}
 	sp := &Spawner{uid: s.UID, gid: s.GID, workspace: s.Workspace, reqs: make(chan spawnReq)}
 	ready := make(chan error, 1)
-	go sp.serve(s, ready)
+	go sp.serve(s, ready, nil)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
@@ -107,18 +107,26 @@ func (sp *Spawner) Close() {
 }
 
 // serve confines the calling goroutine's thread and starts commands on
-// it until Close.
-func (sp *Spawner) serve(s Spec, ready chan<- error) {
+// it until Close. moved, when not nil, is closed once it runs off the
+// main thread.
+func (sp *Spawner) serve(s Spec, ready chan<- error, moved chan<- struct{}) {
 	// Never unlocked: the thread exits with this goroutine.
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
 		// The main thread cannot exit: it would stay, confined and
 		// wedged, and /proc/self shows its namespaces to the whole
-		// broker. Another goroutine tries again (this one holds the main
-		// thread until it has been made, so that one starts elsewhere).
-		go sp.serve(s, ready)
+		// broker. Another goroutine tries again. This one keeps the main
+		// thread until that one runs, so that it runs elsewhere: a locked
+		// thread runs nothing else. Handed over unlocked, with one P the
+		// main thread took the new goroutine up again, without end.
+		again := make(chan struct{})
+		go sp.serve(s, ready, again)
+		<-again
 		runtime.UnlockOSThread()
 		return
+	}
+	if moved != nil {
+		close(moved)
 	}
 	eff, err := confineThread(s)
 	sp.eff = eff
