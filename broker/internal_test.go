@@ -119,6 +119,26 @@ func TestOutputLineIsJSONMarshals(t *testing.T) {
 	}
 }
 
+// TestEmptyOutputWriteCommitsNothing: a command's empty write sends no
+// line and no headers, so a start that fails after it still gets its
+// problem response; the next real write starts the stream.
+func TestEmptyOutputWriteCommitsNothing(t *testing.T) {
+	rec := httptest.NewRecorder()
+	e := &execStream{w: rec}
+	if n, err := e.Write(nil); n != 0 || err != nil {
+		t.Fatalf("Write(nil) = %d, %v", n, err)
+	}
+	if e.started || rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+		t.Fatalf("an empty write started the stream: started %v, headers %v, body %q", e.started, rec.Header(), rec.Body)
+	}
+	if _, err := e.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if want := string(appendOutputLine(nil, []byte("x"))); !e.started || rec.Body.String() != want {
+		t.Fatalf("after a write: started %v, body %q, want %q", e.started, rec.Body, want)
+	}
+}
+
 // TestQueryHasKeyAgreesWithParseQuery: the key-only scan finds a token
 // parameter exactly when url.ParseQuery does.
 func TestQueryHasKeyAgreesWithParseQuery(t *testing.T) {
