@@ -450,9 +450,9 @@ func (g *Group) MemoryUsage() int64 {
 // into the group (CLONE_INTO_CGROUP, Linux 5.7+); on v1, which has no such
 // clone, cmd is rewritten to run through /bin/sh, which writes its own pid
 // into the group's cgroup.procs files with builtins (no fork) and then
-// execs the original program. The returned function releases what
-// Prepare opened; call it once cmd.Start has returned.
-func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
+// execs the original program. Release the returned Entry once cmd.Start
+// has returned (after its Wait, when it started).
+func (g *Group) Prepare(cmd *exec.Cmd) (*Entry, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -464,7 +464,7 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = fd
-		return func() { unix.Close(fd) }, nil
+		return &Entry{release: func() { unix.Close(fd) }}, nil
 	default:
 		path := cmd.Path
 		if path == "" {
@@ -483,10 +483,20 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 		for i, p := range procs {
 			writes[i] = ">" + shellQuote(p)
 		}
-		if release, ok, err := prepareBashEntry(cmd, writes, kept, deferred); ok || err != nil {
-			return release, err
+		e := &Entry{}
+		entered, err := e.enteredPipe(cmd)
+		if err != nil {
+			return nil, err
 		}
-		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter"}
+		if release, ok, err := prepareBashEntry(cmd, writes, entered, kept, deferred); ok || err != nil {
+			if err != nil {
+				e.Release()
+				return nil, err
+			}
+			e.release = release
+			return e, nil
+		}
+		args := []string{"/bin/sh", "-c", v1Enter, "wsbroker-cgroup-enter", entered}
 		args = append(args, procs...)
 		args = append(args, "--")
 		args = append(args, deferred...)
@@ -495,7 +505,7 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 			args = append(args, cmd.Args[1:]...)
 		}
 		cmd.Path, cmd.Args, cmd.Env = "/bin/sh", args, kept
-		return func() {}, nil
+		return e, nil
 	}
 }
 
@@ -509,8 +519,9 @@ func (g *Group) Prepare(cmd *exec.Cmd) (release func(), err error) {
 // credentials of whoever opened the file (Linux 5.16), and Landlock does
 // not check writes to an open file. Where bash's BASH_ENV entry does not
 // apply (see prepareBashEntry), /bin/sh does the writes and execs the
-// command. Call release once cmd.Start has returned.
-func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
+// command. Release the returned Entry once cmd.Start has returned (after
+// its Wait, when it started).
+func (g *Group) PrepareEntry(cmd *exec.Cmd) (*Entry, error) {
 	var paths []string
 	if g.c.mode == V2 {
 		paths = []string{filepath.Join(g.Path(), "cgroup.procs")}
@@ -540,8 +551,14 @@ func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
 		files = append(files, f)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
+	e := &Entry{}
+	entered, err := e.enteredPipe(cmd)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	kept, deferred := splitLoaderEnv(env)
-	closePipe, ok, err := prepareBashEntry(cmd, writes, kept, deferred)
+	closePipe, ok, err := prepareBashEntry(cmd, writes, entered, kept, deferred)
 	if err == nil && ok {
 		// bash opens the script's pipe again by /dev/fd/N, as the
 		// command's user: a pipe is its maker's, mode 0600.
@@ -551,11 +568,12 @@ func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
 	}
 	if err != nil {
 		closeAll()
+		e.Release()
 		return nil, err
 	}
 	if !ok {
 		// /bin/sh does the writes, then execs the command.
-		args := []string{"/bin/sh", "-c", fdEnter, "wsbroker-cgroup-enter"}
+		args := []string{"/bin/sh", "-c", fdEnter, "wsbroker-cgroup-enter", entered}
 		for _, w := range writes {
 			args = append(args, strings.TrimPrefix(w, ">&"))
 		}
@@ -564,26 +582,33 @@ func (g *Group) PrepareEntry(cmd *exec.Cmd) (release func(), err error) {
 		cmd.Path, cmd.Args, cmd.Env = "/bin/sh", args, kept
 		closePipe = func() {}
 	}
-	return func() {
+	e.release = func() {
 		closePipe()
 		closeAll()
-	}, nil
+	}
+	return e, nil
 }
 
 // fdEnter is v1Enter over inherited descriptors: every argument up to
 // the first "--" is a descriptor number the shell's pid is written to,
-// and that is closed at once.
-const fdEnter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >&"$p" || exit 126; eval "exec $p>&-"; done
+// and that is closed at once; the first argument, before them, is the
+// Entry's pipe, closed after them.
+const fdEnter = `c=$1; shift
+for p; do shift; [ "$p" = -- ] && break; echo "$$" >&"$p" || exit 126; eval "exec $p>&-"; done
+eval "exec $c>&-"
 for e; do shift; [ "$e" = -- ] && break; export "$e"; done
 exec "$@"`
 
 // v1Enter is the shell program of the v1 entry: every argument up to the
 // first "--" is a cgroup.procs file that gets the shell's pid (echo and
 // redirection are builtins, so nothing forks before every write is done);
+// the first argument, before them, is the Entry's pipe, closed after them;
 // the KEY=VALUE arguments up to the second "--" are exported (the loader's
 // variables, which the shell itself must not start with); what follows is
 // exec'ed. A failed write exits 126 before the command runs.
-const v1Enter = `for p; do shift; [ "$p" = -- ] && break; echo "$$" >"$p" || exit 126; done
+const v1Enter = `c=$1; shift
+for p; do shift; [ "$p" = -- ] && break; echo "$$" >"$p" || exit 126; done
+eval "exec $c>&-"
 for e; do shift; [ "$e" = -- ] && break; export "$e"; done
 exec "$@"`
 
@@ -609,8 +634,9 @@ const maxBashEntry = 16 << 10
 //
 // writes are the redirections the shell's pid is echoed to, one per
 // cgroup.procs file: ">'path'" or ">&N" (an inherited descriptor, closed
-// once written).
-func prepareBashEntry(cmd *exec.Cmd, writes, kept, deferred []string) (release func(), ok bool, err error) {
+// once written). entered is the descriptor of the Entry's pipe, closed
+// after them.
+func prepareBashEntry(cmd *exec.Cmd, writes []string, entered string, kept, deferred []string) (release func(), ok bool, err error) {
 	if filepath.Base(cmd.Path) != "bash" || len(cmd.Args) < 3 || filepath.Base(cmd.Args[0]) != "bash" || cmd.Args[1] != "-c" {
 		return nil, false, nil
 	}
@@ -633,6 +659,7 @@ func prepareBashEntry(cmd *exec.Cmd, writes, kept, deferred []string) (release f
 			fmt.Fprintf(&b, "exec %s>&-\n", fd)
 		}
 	}
+	fmt.Fprintf(&b, "exec %s>&-\n", entered)
 	for _, kv := range deferred {
 		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
 	}

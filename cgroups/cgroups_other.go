@@ -31,8 +31,8 @@ func (g *Group) Path() string                            { return "" }
 func (g *Group) Limits() Limits                          { return Limits{} }
 func (g *Group) MemoryLimit() int64                      { return 0 }
 func (g *Group) MemoryUsage() int64                      { return 0 }
-func (g *Group) Prepare(*exec.Cmd) (func(), error)       { return nil, ErrUnavailable }
-func (g *Group) PrepareEntry(*exec.Cmd) (func(), error)  { return nil, ErrUnavailable }
+func (g *Group) Prepare(*exec.Cmd) (*Entry, error)       { return nil, ErrUnavailable }
+func (g *Group) PrepareEntry(*exec.Cmd) (*Entry, error)  { return nil, ErrUnavailable }
 func (g *Group) Procs() ([]int, error)                   { return nil, ErrUnavailable }
 func (g *Group) Empty() bool                             { return true }
 func (g *Group) Exists() bool                            { return false }

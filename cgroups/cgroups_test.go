@@ -99,12 +99,12 @@ func startIn(t *testing.T, g *Group, script string) *exec.Cmd {
 	cmd := exec.Command(bash, "-c", script)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	killtree.Prepare(cmd)
-	release, err := g.Prepare(cmd)
+	entry, err := g.Prepare(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = cmd.Start()
-	release()
+	entry.Release()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +178,12 @@ func TestCgroupChildIsInsideBeforeItRuns(t *testing.T) {
 		// it must already be g.
 		bash := testutil.RequireCommand(t, "bash")
 		cmd := exec.Command(bash, "-c", "cat /proc/self/cgroup")
-		release, err := g.Prepare(cmd)
+		entry, err := g.Prepare(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out, err := cmd.Output()
-		release()
+		entry.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,14 +216,14 @@ func testLoaderVariables(t *testing.T, c *Base, bash, printenv, extra string) {
 	g := must(c.Group("ws", Limits{}))
 	cmd := exec.Command(bash, "-c", `exec printenv LD_DEBUG TMPDIR LD_x`)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_DEBUG=files", "TMPDIR=/tmp/a b", "LD_x=1", "LD-odd=2", extra}
-	release, err := g.Prepare(cmd)
+	entry, err := g.Prepare(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	release()
+	entry.Release()
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
 	}
@@ -271,9 +271,9 @@ func TestCgroupPreloadedLibraryForksInside(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "cgroups")
 			cmd := exec.Command(bash, "-c", "/bin/true")
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_PRELOAD=" + lib, "FORKONLOAD_OUT=" + out, extra}
-			release := must(g.Prepare(cmd))
+			entry := must(g.Prepare(cmd))
 			err := cmd.Run()
-			release()
+			entry.Release()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,13 +327,13 @@ func TestCgroupBashEntry(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(bash, "-c", script)
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-		release, err := g.Prepare(cmd)
+		e, err := g.Prepare(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
 		entry := cmd.Path
 		out, err := cmd.Output()
-		release()
+		e.Release()
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatal(err)
@@ -354,12 +354,12 @@ func TestCgroupBashEntry(t *testing.T) {
 		gone := must(g.Child("gone", Limits{}))
 		cmd := exec.Command(bash, "-c", "echo ran")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-		release := must(gone.Prepare(cmd))
+		entry := must(gone.Prepare(cmd))
 		if err := gone.Delete(); err != nil {
 			t.Fatal(err)
 		}
 		out, err := cmd.Output()
-		release()
+		entry.Release()
 		if cmd.Path != bash || cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 126 || len(out) > 0 {
 			t.Fatalf("entry %s: exit %v, output %q, %v; want 126 and nothing run", cmd.Path, cmd.ProcessState, out, err)
 		}
@@ -489,6 +489,42 @@ func TestOpenRejectsBadNames(t *testing.T) {
 	}
 }
 
+// TestEntryWaitReturnsWithTheCommandInItsGroup: once a started
+// command's Entry.Wait has returned, the command is in its group, however
+// it entered (born there on v2, bash's entry, /bin/sh's), and Wait does
+// not wait for the command itself.
+func TestEntryWaitReturnsWithTheCommandInItsGroup(t *testing.T) {
+	bash := testutil.RequireCommand(t, "bash")
+	forEachMode(t, func(t *testing.T, c *Base) {
+		g := must(must(c.Group("ws", Limits{})).Child("cmd", Limits{}))
+		for _, env := range [][]string{nil, {"BASH_X=1"}} {
+			cmd := exec.Command(bash, "-c", "read -r _ </proc/self/status; sleep 30")
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+			killtree.Prepare(cmd)
+			entry := must(g.Prepare(cmd))
+			if err := cmd.Start(); err != nil {
+				entry.Release()
+				t.Fatal(err)
+			}
+			waited := make(chan struct{})
+			go func() { entry.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Wait still waiting 10 s on")
+			}
+			entry.Release()
+			// The process's own view: on a hybrid host's v2 hierarchy the
+			// group's cgroup.procs can read empty.
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)); err != nil || !strings.Contains(string(b), "/ws/cmd\n") {
+				t.Errorf("the command (env %q) is not in its group once its entry's Wait returned: %s %v", env, b, err)
+			}
+			_, _ = g.Kill()
+			wait(t, cmd)
+		}
+	})
+}
+
 // TestPrepareEntryAsAnotherUser: a command that drops to an unprivileged
 // uid before exec (as the local sandbox's do) still starts inside its
 // group, through the descriptors PrepareEntry opened, by bash's entry and
@@ -502,12 +538,15 @@ func TestPrepareEntryAsAnotherUser(t *testing.T) {
 			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 			killtree.Prepare(cmd)
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
-			release, err := g.PrepareEntry(cmd)
+			entry, err := g.PrepareEntry(cmd)
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = cmd.Start()
-			release()
+			if err == nil {
+				entry.Wait()
+			}
+			entry.Release()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -94,13 +94,13 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	// Ends the copies at their next write, whatever req.Stdin does.
 	defer term.close()
 	defer stdin.close()
-	cg, done, err := w.commandGroup(cmd, callMarker)
+	cg, entered, done, err := w.commandGroup(cmd, callMarker)
 	if err != nil {
 		return opsapi.ExecResult{}, opsapi.E(op, req.Cwd, opsapi.ErrUnavailable, err)
 	}
 	defer done()
 	exit := prepareExitWait(cmd)
-	r, begin, err := w.start(op, req.Cwd, cmd, term)
+	r, begin, err := w.start(op, req.Cwd, cmd, term, entered)
 	if err != nil {
 		exit.close()
 		if cg != nil {
@@ -189,20 +189,21 @@ func (w *Workspace) command(req opsapi.ExecRequest, callMarker string, dir *os.F
 
 // commandGroup gives the command its own cgroup, inside the workspace's,
 // which holds it and everything it starts from its first instruction on.
-// Without cgroups the group is nil. done undoes what only the start
-// needed.
-func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.Group, done func(), err error) {
+// Without cgroups the group is nil. entered returns once the started
+// command is in its group (cgroups.Entry.Wait); done undoes what only the
+// start needed.
+func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.Group, entered, done func(), err error) {
 	if err := w.ensureGroup(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if w.cg == nil {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	name := "cmd-" + callMarker[len(callKey)+1:][:16]
 	w.setActive(name, true)
 	if cg, err = w.cg.Child(name, w.cfg.CommandLimits); err != nil {
 		w.setActive(name, false)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	prepare := cg.Prepare
 	if w.b.sb != nil {
@@ -210,27 +211,29 @@ func (w *Workspace) commandGroup(cmd *exec.Cmd, callMarker string) (cg *cgroups.
 		// the command enters through descriptors opened here.
 		prepare = cg.PrepareEntry
 	}
-	release, err := prepare(cmd)
+	entry, err := prepare(cmd)
 	if err != nil {
 		_ = cg.Delete()
 		w.setActive(name, false)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cg, func() {
-		release()
+	return cg, entry.Wait, func() {
+		entry.Release()
 		w.setActive(name, false)
 	}, nil
 }
 
 // start starts cmd with stdout and stderr on one pipe (so their
 // interleaving is kept), or on term when it has one, and tracks its
-// process group, unless the workspace is being destroyed. It returns the
-// output's read end: the pipe's, or the terminal's master.
+// process group, unless the workspace is being destroyed. entered, when
+// not nil, runs once cmd has started and before the next start may fork
+// (see cgroups.Entry.Wait). It returns the output's read end: the pipe's,
+// or the terminal's master.
 //
 // The fork runs under w.life shared, not under w.mu: on a loaded host a
 // fork waits tens of milliseconds for its child to exec, and every file
 // operation of the workspace takes w.mu.
-func (w *Workspace) start(op, cwd string, cmd *exec.Cmd, term *terminal) (*os.File, time.Time, error) {
+func (w *Workspace) start(op, cwd string, cmd *exec.Cmd, term *terminal, entered func()) (*os.File, time.Time, error) {
 	r, pw, err := outputPipe(cmd, term)
 	if err != nil {
 		return nil, time.Time{}, opsapi.E(op, cwd, nil, err)
@@ -243,7 +246,7 @@ func (w *Workspace) start(op, cwd string, cmd *exec.Cmd, term *terminal) (*os.Fi
 	defer w.life.RUnlock()
 	sp, err := w.spawner()
 	if err == nil {
-		err = startWith(sp, cmd)
+		err = startWith(sp, cmd, entered)
 	}
 	if err != nil {
 		r.Close()
@@ -316,11 +319,14 @@ func (w *Workspace) spawner() (*sandbox.Spawner, error) {
 
 // startWith starts cmd from sp, or from the broker itself when sp is nil.
 // A variable so that a test can hold a start.
-var startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd) error {
-	if sp == nil {
-		return procstart.Start(cmd)
+var startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd, entered func()) error {
+	switch {
+	case sp != nil:
+		return sp.Start(cmd, entered)
+	case entered != nil:
+		return procstart.StartThen(cmd, entered)
 	}
-	return sp.Start(cmd)
+	return procstart.Start(cmd)
 }
 
 func checkExecRequest(req opsapi.ExecRequest) error {

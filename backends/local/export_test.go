@@ -14,10 +14,10 @@ func HoldStarts() (started <-chan struct{}, release, restore func()) {
 	orig := startWith
 	begun := make(chan struct{}, 16)
 	gate := make(chan struct{})
-	startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd) error {
+	startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd, entered func()) error {
 		begun <- struct{}{}
 		<-gate
-		return orig(sp, cmd)
+		return orig(sp, cmd, entered)
 	}
 	return begun, func() { close(gate) }, func() { startWith = orig }
 }

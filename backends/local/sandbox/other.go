@@ -21,7 +21,7 @@ func NewSpawner(Spec) (*Spawner, error) { return nil, errors.New("sandbox: only 
 func (*Spawner) Confinement() Confinement { return Confinement{} }
 
 // Start fails.
-func (*Spawner) Start(*exec.Cmd) error { return errors.New("sandbox: only on Linux") }
+func (*Spawner) Start(*exec.Cmd, func()) error { return errors.New("sandbox: only on Linux") }
 
 // Close does nothing.
 func (*Spawner) Close() {}

@@ -39,8 +39,9 @@ type Spawner struct {
 }
 
 type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd     *exec.Cmd
+	entered func()
+	done    chan error
 }
 
 // ErrClosed is Start's error once Close was called.
@@ -70,7 +71,9 @@ func (sp *Spawner) Confinement() Confinement { return sp.eff }
 // with no supplementary groups. cmd must not use
 // SysProcAttr.UseCgroupFD: clone3 is refused under the filter; the
 // cgroup entry goes through descriptors (cgroups.Group.PrepareEntry).
-func (sp *Spawner) Start(cmd *exec.Cmd) error {
+// entered, when not nil, runs once cmd has started, before the next start
+// (procstart.StartThen).
+func (sp *Spawner) Start(cmd *exec.Cmd, entered func()) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -90,7 +93,7 @@ func (sp *Spawner) Start(cmd *exec.Cmd) error {
 		sp.mu.Unlock()
 		return ErrClosed
 	}
-	sp.reqs <- spawnReq{cmd: cmd, done: done}
+	sp.reqs <- spawnReq{cmd: cmd, entered: entered, done: done}
 	sp.mu.Unlock()
 	return <-done
 }
@@ -135,7 +138,11 @@ func (sp *Spawner) serve(s Spec, ready chan<- error, moved chan<- struct{}) {
 		return
 	}
 	for r := range sp.reqs {
-		r.done <- procstart.Start(r.cmd)
+		if r.entered == nil {
+			r.done <- procstart.Start(r.cmd)
+		} else {
+			r.done <- procstart.StartThen(r.cmd, r.entered)
+		}
 	}
 }
 

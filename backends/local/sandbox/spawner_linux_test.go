@@ -35,7 +35,7 @@ func TestSpawnerComesUpWithOneP(t *testing.T) {
 		}
 		cmd := exec.Command("/bin/true")
 		cmd.Dir = dir
-		if err := sp.Start(cmd); err != nil {
+		if err := sp.Start(cmd, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Wait(); err != nil {
