@@ -30,6 +30,12 @@
 // could otherwise fork first. No descendant can therefore be outside the
 // group: setsid, double fork, env -i and nohup change nothing.
 //
+// Until its entry is done such a shell runs in the caller's own cgroup.
+// Prepare's Entry.Wait returns once it is done (the shell closes a pipe
+// after its writes), so a caller can start the next command only then
+// (procstart.StartThen): a burst of starts then loads one shell at a time
+// beside the caller, not hundreds.
+//
 // # Kill and OOM count
 //
 // Group.KillAll sends SIGTERM to the command's process group (through

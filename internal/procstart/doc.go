@@ -9,5 +9,7 @@
 // not even /healthz, for up to a second (`make bench`, hostile.healthz).
 // Every fork in the broker goes through Do, which lets at most
 // GOMAXPROCS-1 (and at least one) run at once: one P always stays free
-// for the rest of the broker.
+// for the rest of the broker. A command that still has to enter its
+// cgroup once exec'd (cgroup v1) keeps its slot until it has
+// (StartThen): until then it runs in the broker's own scheduling group.
 package procstart
