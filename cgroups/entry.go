@@ -10,7 +10,8 @@ import (
 
 // maxEntryWait bounds Entry.Wait, so that a child that never gets to its
 // entry (stopped by a debugger, say) holds up its caller only that long.
-const maxEntryWait = 250 * time.Millisecond
+// A variable so that a test can take the bound away.
+var maxEntryWait = 250 * time.Millisecond
 
 // Entry is how a command gets into its group, made by Group.Prepare or
 // Group.PrepareEntry: Release it once cmd.Start has returned, after Wait
