@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,6 +69,36 @@ func TestCgroupTimeoutKillsAnEnvClearingSetsidEscapee(t *testing.T) {
 	}
 	pid := readPid(t, ws, "esc.pid")
 	waitGone(t, pid)
+}
+
+// TestAStartReturnsWithTheCommandInItsCgroup: a command's start ends
+// only once the command is in its own cgroup (on v1 its shell enters it
+// after exec), so that the next fork waits for it (package procstart),
+// sandboxed or not.
+func TestAStartReturnsWithTheCommandInItsCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, mode := range []string{"off", "auto"} {
+		t.Run("sandbox "+mode, func(t *testing.T) {
+			ws := newWorkspace(t, local.Config{Sandbox: local.SandboxConfig{Mode: mode}})
+			var outside []string
+			defer local.AfterStart(func(pid int) {
+				b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+				if err != nil || !strings.Contains(string(b), "/cmd-") {
+					outside = append(outside, fmt.Sprintf("%s%v", b, err))
+				}
+			})()
+			for range 5 {
+				if res, err := ws.Exec(context.Background(), opsapi.ExecRequest{Command: "sleep 0.2"}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("Exec = %+v, %v", res, err)
+				}
+			}
+			// One is let pass: a start gives up waiting after 250 ms, which
+			// a shell on a saturated machine can take to load.
+			if len(outside) > 1 {
+				t.Errorf("%d of 5 starts returned before their command was in its cgroup: %q", len(outside), outside)
+			}
+		})
+	}
 }
 
 func TestProcessesListsAndKillsBackgroundChildren(t *testing.T) {

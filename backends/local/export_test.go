@@ -29,3 +29,17 @@ func NoLoopDevices() (restore func()) {
 	probeDisks = func(string) error { return errors.New("no loop devices (test)") }
 	return func() { probeDisks = orig }
 }
+
+// AfterStart calls f with the pid of every command started, once its
+// start has returned, until restore.
+func AfterStart(f func(pid int)) (restore func()) {
+	orig := startWith
+	startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd, entered func()) error {
+		err := orig(sp, cmd, entered)
+		if err == nil {
+			f(cmd.Process.Pid)
+		}
+		return err
+	}
+	return func() { startWith = orig }
+}
