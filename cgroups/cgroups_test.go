@@ -568,3 +568,28 @@ func TestPrepareEntryAsAnotherUser(t *testing.T) {
 		}
 	})
 }
+
+// TestEntryWaitGivesUpAtItsBound: a child that holds the entry's pipe and
+// never closes it (no entry shell) keeps Wait only until maxEntryWait.
+func TestEntryWaitGivesUpAtItsBound(t *testing.T) {
+	bound := maxEntryWait
+	maxEntryWait = 100 * time.Millisecond
+	t.Cleanup(func() { maxEntryWait = bound })
+	cmd := exec.Command("sleep", "30")
+	e := &Entry{}
+	if _, err := e.enteredPipe(cmd); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Release()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waited := make(chan struct{})
+	go func() { e.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait still waiting 10 s on, past its 100 ms bound (the command runs 30 s)")
+	}
+}

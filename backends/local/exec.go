@@ -320,13 +320,10 @@ func (w *Workspace) spawner() (*sandbox.Spawner, error) {
 // startWith starts cmd from sp, or from the broker itself when sp is nil.
 // A variable so that a test can hold a start.
 var startWith = func(sp *sandbox.Spawner, cmd *exec.Cmd, entered func()) error {
-	switch {
-	case sp != nil:
+	if sp != nil {
 		return sp.Start(cmd, entered)
-	case entered != nil:
-		return procstart.StartThen(cmd, entered)
 	}
-	return procstart.Start(cmd)
+	return procstart.StartThen(cmd, entered)
 }
 
 func checkExecRequest(req opsapi.ExecRequest) error {

@@ -22,15 +22,18 @@ func Do(start func() error) error {
 // Start is Do(cmd.Start).
 func Start(cmd *exec.Cmd) error { return Do(cmd.Start) }
 
-// StartThen is Start, and then, when cmd started, entered before the
-// slot is given back: for a command that is not done starting when it has
-// exec'd (cgroups.Entry.Wait, for one that still has to enter its group).
+// StartThen is Start, and then, when cmd started and entered is not nil,
+// entered before the slot is given back: for a command that is not done
+// starting when it has exec'd (cgroups.Entry.Wait, for one that still has
+// to enter its group).
 func StartThen(cmd *exec.Cmd, entered func()) error {
 	return Do(func() error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
-		entered()
+		if entered != nil {
+			entered()
+		}
 		return nil
 	})
 }

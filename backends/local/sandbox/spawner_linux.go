@@ -138,11 +138,7 @@ func (sp *Spawner) serve(s Spec, ready chan<- error, moved chan<- struct{}) {
 		return
 	}
 	for r := range sp.reqs {
-		if r.entered == nil {
-			r.done <- procstart.Start(r.cmd)
-		} else {
-			r.done <- procstart.StartThen(r.cmd, r.entered)
-		}
+		r.done <- procstart.StartThen(r.cmd, r.entered)
 	}
 }
 
