@@ -89,6 +89,22 @@ func Mount(ctx context.Context, image, dir string) error {
 	return run(ctx, "mount", "-t", "ext4", "-o", mountOptions, image, dir)
 }
 
+// Bind mounts the directory src (inside a filesystem Make made) on dir,
+// unless something is mounted there already (a restart of the broker).
+// The bind keeps src's mount options (nosuid, nodev), and dir then
+// reports the whole filesystem's use: a directory beside src on the same
+// filesystem (a workspace's /tmp) fills the same size, unseen from dir.
+// Unmount undoes it.
+func Bind(src, dir string) error {
+	if ok, err := Mounted(dir); err != nil || ok {
+		return err
+	}
+	if err := unix.Mount(src, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("loopfs: binding %s on %s: %w", src, dir, err)
+	}
+	return nil
+}
+
 // Unmount unmounts dir, if a filesystem is mounted there. A filesystem
 // still busy (a process that held a file open survived the kill) is
 // detached lazily: it goes when the last user does.

@@ -14,6 +14,7 @@ var errLinuxOnly = errors.New("loop filesystems are Linux-only")
 
 func Make(context.Context, string, string, int64, int, int) error { return errLinuxOnly }
 func Mount(context.Context, string, string) error                 { return errLinuxOnly }
+func Bind(string, string) error                                   { return errLinuxOnly }
 func Unmount(context.Context, string) error                       { return nil }
 func Remove(context.Context, string, string) error                { return nil }
 func Mounted(string) (bool, error)                                { return false, nil }

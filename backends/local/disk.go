@@ -96,28 +96,86 @@ func (b *Backend) DiskLimit(options json.RawMessage) int64 {
 	return l.DiskBytes
 }
 
+// diskFS is where the workspace's filesystem is mounted, hidden from its
+// commands with the rest of the state directory. Its top holds diskRoot,
+// bound on the workspace directory, and diskTmp, the commands' /tmp: both
+// fill the one size, and neither is seen from the other.
+func (b *Backend) diskFS(id string) string { return filepath.Join(b.disksDir(), id+".fs") }
+
+const (
+	diskRoot = "root"
+	diskTmp  = "tmp"
+)
+
 // makeDisk gives the new workspace directory dir a filesystem of size
-// bytes, with dir's mode. A host that cannot is ErrInvalid: the caller
-// asked for a limit that would not hold.
+// bytes, dir (its root) with mode. A host that cannot is ErrInvalid: the
+// caller asked for a limit that would not hold.
 func (b *Backend) makeDisk(ctx context.Context, id, dir string, size int64, mode os.FileMode) error {
 	const op = "local.Create"
 	if err := b.diskProbe(); err != nil {
 		return opsapi.E(op, id, opsapi.ErrInvalid, fmt.Errorf("options: limits.diskBytes: this host cannot give a workspace a filesystem of its own: %w", err))
 	}
-	if err := loopfs.Make(ctx, b.diskImage(id), dir, size, os.Geteuid(), os.Getegid()); err != nil {
+	top := b.diskFS(id)
+	if err := os.Mkdir(top, 0o700); err != nil {
+		return opsapi.E(op, id, nil, err)
+	}
+	if err := loopfs.Make(ctx, b.diskImage(id), top, size, 0, 0); err != nil {
+		os.Remove(top)
 		return opsapi.E(op, id, opsapi.ErrUnavailable, err)
 	}
-	if err := os.Chmod(dir, mode); err != nil {
-		_ = loopfs.Remove(context.WithoutCancel(ctx), b.diskImage(id), dir)
+	err := os.Chmod(top, 0o700)
+	if err == nil {
+		err = os.Mkdir(filepath.Join(top, diskTmp), 0o700)
+	}
+	if err == nil {
+		err = os.Mkdir(filepath.Join(top, diskRoot), mode)
+	}
+	if err == nil {
+		err = os.Chmod(filepath.Join(top, diskRoot), mode)
+	}
+	if err == nil {
+		err = loopfs.Bind(filepath.Join(top, diskRoot), dir)
+	}
+	if err != nil {
+		_ = b.dropDisk(context.WithoutCancel(ctx), id, dir)
 		return opsapi.E(op, id, nil, err)
 	}
 	return nil
 }
 
 // mountDisk mounts the workspace's filesystem again where it is not (a
-// reboot); the kernel keeps it mounted across a restart of the broker.
+// reboot); the kernel keeps it mounted across a restart of the broker. A
+// workspace made before its /tmp moved onto its filesystem has no diskFS:
+// its filesystem is mounted on its directory itself.
 func (b *Backend) mountDisk(id, dir string) error {
-	return loopfs.Mount(context.Background(), b.diskImage(id), dir)
+	ctx := context.Background()
+	top := b.diskFS(id)
+	if _, err := os.Stat(top); errors.Is(err, os.ErrNotExist) {
+		return loopfs.Mount(ctx, b.diskImage(id), dir)
+	}
+	if err := loopfs.Mount(ctx, b.diskImage(id), top); err != nil {
+		return err
+	}
+	return loopfs.Bind(filepath.Join(top, diskRoot), dir)
+}
+
+// dropDisk unmounts the workspace's directory and its filesystem, and
+// deletes the image and the mount point.
+func (b *Backend) dropDisk(ctx context.Context, id, dir string) error {
+	if err := loopfs.Unmount(ctx, dir); err != nil {
+		return err
+	}
+	top := b.diskFS(id)
+	if _, err := os.Stat(top); errors.Is(err, os.ErrNotExist) {
+		return loopfs.Remove(ctx, b.diskImage(id), dir)
+	}
+	if err := loopfs.Remove(ctx, b.diskImage(id), top); err != nil {
+		return err
+	}
+	if err := os.Remove(top); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", top, err)
+	}
+	return nil
 }
 
 // removeDisk unmounts the workspace's filesystem and deletes its image.
@@ -125,7 +183,7 @@ func (w *Workspace) removeDisk() error {
 	if w.disk == 0 {
 		return nil
 	}
-	return loopfs.Remove(context.Background(), w.b.diskImage(w.id), w.root)
+	return w.b.dropDisk(context.Background(), w.id, w.root)
 }
 
 // Disk is opsapi.DiskLimiter's: the workspace's own filesystem.

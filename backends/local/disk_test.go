@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/local"
@@ -89,6 +90,10 @@ func TestDiskLimitIsTheKernels(t *testing.T) {
 	if err := loopfs.Unmount(ctx, root); err != nil {
 		t.Fatal(err)
 	}
+	// The filesystem itself, beside the root's bind.
+	if err := loopfs.Unmount(ctx, filepath.Join(state, "disks", "d.fs")); err != nil {
+		t.Fatal(err)
+	}
 	b2 := newBackend(t, local.Config{StateDir: state})
 	found, err := b2.List(ctx)
 	if err != nil {
@@ -152,4 +157,79 @@ func TestDiskLimitOptionsAreChecked(t *testing.T) {
 	if d, err := ws.(*local.Workspace).Disk(); err != nil || d.LimitBytes != 0 {
 		t.Errorf("fallback workspace: Disk() = %+v, %v; want no limit", d, err)
 	}
+}
+
+// TestDiskHoldsTheSandboxsTmp: a sandboxed workspace's /tmp lives on its
+// own filesystem, beside its root but unseen from it: writing past the
+// workspace's size into /tmp is ENOSPC, what /tmp holds counts in the
+// workspace's use, nothing of it lands on the state directory's
+// filesystem, and Destroy leaves nothing.
+func TestDiskHoldsTheSandboxsTmp(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	b := newBackend(t, local.Config{StateDir: state, Sandbox: local.SandboxConfig{Mode: "on"}})
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "t", Options: diskOptions(diskSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := ws.(*local.Workspace)
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			_ = lw.Destroy(ctx)
+		}
+	})
+	out := sh(t, lw, "head -c 32M /dev/zero > /tmp/big; echo status $?; ls -A")
+	if !strings.Contains(out, "No space left on device") || !strings.Contains(out, "status 1") {
+		t.Errorf("writing 32 MiB into the /tmp of a 16 MiB workspace: %q", out)
+	}
+	if strings.Contains(out, "tmp") {
+		t.Errorf("the workspace's root shows its /tmp: %q", out)
+	}
+	sh(t, lw, "rm -f /tmp/big")
+	before, err := lw.Disk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, lw, "head -c 4M /dev/urandom > /tmp/four && sync")
+	after, err := lw.Disk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UsedBytes-before.UsedBytes < 3<<20 {
+		t.Errorf("4 MiB in /tmp: the workspace's use went from %d to %d", before.UsedBytes, after.UsedBytes)
+	}
+	var onState int64
+	_ = filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || strings.HasSuffix(p, ".img") {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && loopfsDev(t, p) == loopfsDev(t, state) {
+			onState += fi.Size()
+		}
+		return nil
+	})
+	if onState > 1<<20 {
+		t.Errorf("%d bytes of the workspace's files are on the state directory's filesystem", onState)
+	}
+	if err := lw.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	destroyed = true
+	left, _ := filepath.Glob(filepath.Join(state, "disks", "*"))
+	tmps, _ := filepath.Glob(filepath.Join(state, "tmp", "*"))
+	if len(left)+len(tmps) != 0 {
+		t.Errorf("after Destroy: %v %v", left, tmps)
+	}
+}
+
+// loopfsDev is the device p is on.
+func loopfsDev(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Dev
 }

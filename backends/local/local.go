@@ -21,7 +21,6 @@ import (
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
-	"github.com/wsbroker/wsbroker/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -247,7 +246,7 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	}
 	undo := func() {
 		if limits.DiskBytes > 0 {
-			_ = loopfs.Remove(context.WithoutCancel(ctx), b.diskImage(spec.ID), dir)
+			_ = b.dropDisk(context.WithoutCancel(ctx), spec.ID, dir)
 		}
 		os.Remove(dir)
 	}

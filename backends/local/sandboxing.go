@@ -129,8 +129,15 @@ func (b *Backend) missing(names []string) []string {
 	return out
 }
 
-// tmpDir is the host directory mounted on the workspace's /tmp.
-func (b *Backend) tmpDir(id string) string { return filepath.Join(b.cfg.StateDir, "tmp", id) }
+// tmpDir is the host directory mounted on the workspace's /tmp: on the
+// workspace's own filesystem when it has one (so /tmp fills its size, not
+// the state directory's), else in the state directory.
+func (b *Backend) tmpDir(id string) string {
+	if fi, err := os.Stat(b.diskFS(id)); err == nil && fi.IsDir() {
+		return filepath.Join(b.diskFS(id), diskTmp)
+	}
+	return filepath.Join(b.cfg.StateDir, "tmp", id)
+}
 
 // claimUID gives the workspace directory dir (and its private /tmp) a uid
 // of the range no other workspace has: the one it already has, or the
