@@ -12,4 +12,11 @@
 // for the rest of the broker. A command that still has to enter its
 // cgroup once exec'd (cgroup v1) keeps its slot until it has
 // (StartThen): until then it runs in the broker's own scheduling group.
+//
+// Being the one gate, Do is also where the broker's descriptors are kept
+// from its children: before each start every descriptor above 2 is
+// marked close-on-exec (close_range), so one the broker inherited (from a
+// supervisor, a log redirection, socket activation) or one opened
+// without the flag reaches no command; a child gets its standard streams
+// and the ExtraFiles its caller gave it.
 package procstart

@@ -13,9 +13,15 @@ func Slots() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // Do runs start, which forks (exec.Cmd.Start, os.StartProcess), once
 // fewer than Slots other starts are in progress, and returns its error.
+// Before it, every descriptor above 2 is marked close-on-exec (on Linux),
+// so that the child inherits none the broker did not hand it; a failure
+// to mark them is an error and start does not run.
 func Do(start func() error) error {
 	gate <- struct{}{}
 	defer func() { <-gate }()
+	if err := closeInherited(); err != nil {
+		return err
+	}
 	return start()
 }
 
