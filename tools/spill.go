@@ -21,8 +21,55 @@ import (
 const SpillDir = "/wsbroker-output"
 
 // DefaultMaxSpillBytes bounds the full-output files one workspace keeps on
-// the broker's host, all files together.
-const DefaultMaxSpillBytes = 256 << 20
+// the broker's host, all files together: a few whole logs of a long build,
+// which is what a model reads back, while 256 workspaces at the bound
+// hold 8 GiB (a SpillBudget bounds them all together).
+const DefaultMaxSpillBytes = 32 << 20
+
+// SpillBudget bounds the full-output files of many toolboxes together (a
+// broker's workspaces). A file that would go past it first evicts its own
+// workspace's oldest files, then is cut, as at a workspace's own bound:
+// one workspace never deletes another's. Nil is no bound.
+type SpillBudget struct {
+	mu   sync.Mutex
+	max  int64
+	used int64
+}
+
+// NewSpillBudget returns a budget of max bytes (at least 1).
+func NewSpillBudget(max int64) *SpillBudget { return &SpillBudget{max: max} }
+
+// Used is what the toolboxes' files hold now.
+func (b *SpillBudget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// take reserves up to n bytes and says how many.
+func (b *SpillBudget) take(n int64) int64 {
+	if b == nil {
+		return n
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, max(0, b.max-b.used))
+	b.used += n
+	return n
+}
+
+// give returns n bytes taken before.
+func (b *SpillBudget) give(n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
 
 // spillNameRE is the only shape of a full-output file's path: anything
 // else (.., another directory) is never looked up in the store.
@@ -43,8 +90,9 @@ func spillName(p string) (string, bool) {
 // store is over max, and a file that alone reaches max is cut there with
 // a last line saying so.
 type spillStore struct {
-	base string // parent of the store's directory; "" is os.TempDir()
-	max  int64
+	base   string // parent of the store's directory; "" is os.TempDir()
+	max    int64
+	budget *SpillBudget // shared with other workspaces; nil: none
 
 	mu     sync.Mutex
 	dir    string
@@ -54,11 +102,18 @@ type spillStore struct {
 	closed bool
 }
 
-func newSpillStore(base string, max int64) *spillStore {
+func newSpillStore(base string, max int64, budget *SpillBudget) *spillStore {
 	if max <= 0 {
 		max = DefaultMaxSpillBytes
 	}
-	return &spillStore{base: base, max: max, sizes: map[string]int64{}}
+	return &spillStore{base: base, max: max, budget: budget, sizes: map[string]int64{}}
+}
+
+// size is what the store's files hold.
+func (s *spillStore) size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
 }
 
 var errSpillClosed = errors.New("the workspace's full-output store is closed")
@@ -94,30 +149,42 @@ func (s *spillStore) create() (string, io.WriteCloser, error) {
 	return SpillDir + "/" + name, &spillFile{s: s, f: f, name: name}, nil
 }
 
-// evictOldest removes the oldest file; s.mu is held.
-func (s *spillStore) evictOldest() {
-	name := s.files[0]
-	s.files = s.files[1:]
+// drop forgets the file at index i and removes it; s.mu is held.
+func (s *spillStore) drop(i int) {
+	name := s.files[i]
+	s.files = append(s.files[:i], s.files[i+1:]...)
 	s.used -= s.sizes[name]
+	s.budget.give(s.sizes[name])
 	delete(s.sizes, name)
 	_ = os.Remove(filepath.Join(s.dir, name))
 }
 
-// grow accounts n more bytes to name and says how many of them fit.
+// canEvictFor says an older file than name can make way; s.mu is held.
+func (s *spillStore) canEvictFor(name string) bool {
+	return len(s.files) > 1 && s.files[0] != name
+}
+
+// grow accounts n more bytes to name and says how many of them fit: in
+// the store's bound and in the shared budget, the oldest of the store's
+// other files making way for it first.
 func (s *spillStore) grow(name string, n int64) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sizes[name]; !ok {
 		return 0 // evicted or closed while being written
 	}
-	room := max(0, s.max-s.sizes[name])
-	n = min(n, room)
-	s.sizes[name] += n
-	s.used += n
-	for s.used > s.max && len(s.files) > 1 && s.files[0] != name {
-		s.evictOldest()
+	n = min(n, max(0, s.max-s.sizes[name]))
+	for s.used+n > s.max && s.canEvictFor(name) {
+		s.drop(0)
 	}
-	return n
+	got := s.budget.take(n)
+	for got < n && s.canEvictFor(name) {
+		s.drop(0)
+		got += s.budget.take(n - got)
+	}
+	s.sizes[name] += got
+	s.used += got
+	return got
 }
 
 // open opens a full-output file by the path the model was told.
@@ -137,6 +204,7 @@ func (s *spillStore) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	s.budget.give(s.used)
 	s.files, s.sizes, s.used = nil, map[string]int64{}, 0
 	if s.dir == "" {
 		return nil
@@ -183,10 +251,7 @@ func (w *spillFile) CloseWithError(error) error {
 	defer w.s.mu.Unlock()
 	for i, n := range w.s.files {
 		if n == w.name {
-			w.s.files = append(w.s.files[:i], w.s.files[i+1:]...)
-			w.s.used -= w.s.sizes[n]
-			delete(w.s.sizes, n)
-			_ = os.Remove(filepath.Join(w.s.dir, n))
+			w.s.drop(i)
 			break
 		}
 	}

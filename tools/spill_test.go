@@ -160,3 +160,68 @@ func TestFullOutputStoreUnavailable(t *testing.T) {
 		t.Errorf("text ends %q", got[max(0, len(got)-80):])
 	}
 }
+
+// TestFullOutputBudgetAcrossWorkspaces: workspaces sharing a budget
+// cannot together hold more than it on the broker's disk. A file past it
+// evicts its own workspace's oldest files, never another's, and is
+// otherwise cut; Close gives its share back.
+func TestFullOutputBudgetAcrossWorkspaces(t *testing.T) {
+	const limit = 50000 // seq 1..3000 is 13893 bytes
+	base := t.TempDir()
+	budget := NewSpillBudget(limit)
+	_, a := spillToolbox(t, Options{SpillBase: base, SpillBudget: budget})
+	_, b := spillToolbox(t, Options{SpillBase: base, SpillBudget: budget})
+	var aFiles []string
+	for range 3 {
+		aFiles = append(aFiles, bashSpill(t, a, 3000))
+	}
+	cut := bashSpill(t, b, 3000)
+	data, ok := spilled(b, cut)
+	if want := limit - 3*13893; !ok || len(data) != want+len(spillCutNotice) || !strings.HasSuffix(string(data), spillCutNotice) {
+		t.Errorf("b's file past the budget: %d bytes, want %d and the notice", len(data), want)
+	}
+	for _, p := range aFiles {
+		if _, ok := spilled(a, p); !ok {
+			t.Errorf("b's file evicted a's %s", p)
+		}
+	}
+	// a makes way from its own files.
+	next := bashSpill(t, a, 3000)
+	if data, ok := spilled(a, next); !ok || string(data) != seqLines(1, 3000) {
+		t.Errorf("a's next file: %d bytes", len(data))
+	}
+	if _, ok := spilled(a, aFiles[0]); ok {
+		t.Error("a's oldest file kept past the budget")
+	}
+	if used := budget.Used(); used > limit || used != a.SpillBytes()+b.SpillBytes() {
+		t.Errorf("budget holds %d (a %d, b %d), bound %d", used, a.SpillBytes(), b.SpillBytes(), limit)
+	}
+	if onDisk := dirBytes(t, base); onDisk > limit+int64(len(spillCutNotice)) {
+		t.Errorf("%d bytes on disk, bound %d", onDisk, limit)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if used := budget.Used(); used != b.SpillBytes() {
+		t.Errorf("after a's Close the budget holds %d, want b's %d", used, b.SpillBytes())
+	}
+}
+
+// dirBytes adds up the sizes of the regular files under dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -78,6 +78,9 @@ type Options struct {
 	// MaxSpillBytes bounds those files, all together; zero is
 	// DefaultMaxSpillBytes.
 	MaxSpillBytes int64
+	// SpillBudget, when set, bounds those files together with those of
+	// every toolbox given the same budget (a broker's workspaces).
+	SpillBudget *SpillBudget
 }
 
 // commandEnv is a bash command's environment: EnvFunc's pairs, then Env.

@@ -72,7 +72,7 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 		opts:   opts,
 		queue:  NewMutationQueue(resolver),
 		ws:     ws,
-		spill:  newSpillStore(opts.SpillBase, opts.MaxSpillBytes),
+		spill:  newSpillStore(opts.SpillBase, opts.MaxSpillBytes, opts.SpillBudget),
 	}
 	tb := &Toolbox{env: env, tools: map[string]Tool{}}
 	add := func(name string, t Tool) {
@@ -107,6 +107,10 @@ func New(ws opsapi.Workspace, opts Options) *Toolbox {
 // Close removes the full-output files bash kept on the broker's host;
 // a later truncated command saves none. Call it when the workspace goes.
 func (tb *Toolbox) Close() error { return tb.env.spill.close() }
+
+// SpillBytes is what the workspace's full-output files hold on the
+// broker's host now (at most Options.MaxSpillBytes).
+func (tb *Toolbox) SpillBytes() int64 { return tb.env.spill.size() }
 
 // Tool returns the named tool when the workspace supports it.
 func (tb *Toolbox) Tool(name string) (Tool, bool) {

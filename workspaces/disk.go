@@ -15,6 +15,10 @@ import (
 // quota check must not walk a large tree on every write.
 const diskCacheTTL = 2 * time.Second
 
+// DefaultSpillTotalBytes bounds the full-output files of every workspace
+// together (Config.SpillTotalBytes) on the broker's host.
+const DefaultSpillTotalBytes = 1 << 30
+
 // diskCache keeps each measurable workspace's last figure.
 type diskCache struct {
 	mu    sync.Mutex
@@ -49,17 +53,18 @@ func (d *diskCache) of(ctx context.Context, id string, m opsapi.DiskMeasurer) in
 // diskHeld is what one workspace holds of its tenant's disk quota: the
 // size of its own filesystem when it has one (the kernel keeps it within),
 // else what its files measure (best effort: opsapi.DiskMeasurer), else
-// nothing.
+// nothing; and, on the broker's host, its full-output files.
 func (s *Service) diskHeld(ctx context.Context, w *Workspace) (held int64, limited bool) {
+	spilled := w.toolbox.SpillBytes()
 	if l, ok := opsapi.As[opsapi.DiskLimiter](w.ws); ok {
 		if d, err := l.Disk(); err == nil && d.LimitBytes > 0 {
-			return d.LimitBytes, true
+			return d.LimitBytes + spilled, true
 		}
 	}
 	if m, ok := opsapi.As[opsapi.DiskMeasurer](w.ws); ok {
-		return s.disk.of(ctx, w.id, m), false
+		return s.disk.of(ctx, w.id, m) + spilled, false
 	}
-	return 0, false
+	return spilled, false
 }
 
 // tenantDisk adds up what the tenant's workspaces hold of its disk quota

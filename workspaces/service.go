@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,8 +49,15 @@ type Config struct {
 	// SpillDir is the broker-host directory in which each workspace's
 	// toolbox keeps bash's full-output files, out of the workspace's tree
 	// (tools.Options.SpillBase); empty is the OS's temp dir. Delete and
-	// Shutdown remove them.
+	// Shutdown remove them. What they hold counts in the tenant's disk
+	// quota.
 	SpillDir string
+	// SpillBytes bounds each workspace's full-output files; zero is
+	// tools.DefaultMaxSpillBytes.
+	SpillBytes int64
+	// SpillTotalBytes bounds every workspace's full-output files together
+	// (tools.SpillBudget); zero is DefaultSpillTotalBytes.
+	SpillTotalBytes int64
 	// ProcessDir is the broker-host directory that holds the logs of
 	// background processes, one directory per workspace; empty is a new
 	// directory in the OS's temp dir. What a previous broker left there
@@ -74,6 +82,7 @@ type Service struct {
 	owners   *ownerStore
 	envs     *fileMap[[]EnvVar]
 	disk     diskCache
+	spill    *tools.SpillBudget // every workspace's full-output files
 	obs      Observer
 
 	mu         sync.RWMutex
@@ -184,6 +193,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if cfg.Tenants == nil {
 		return nil, errors.New("broker: no tenant registry")
 	}
+	if cfg.SpillBytes < 0 || cfg.SpillTotalBytes < 0 {
+		return nil, fmt.Errorf("broker: spill bounds must not be negative, got %d per workspace and %d in all", cfg.SpillBytes, cfg.SpillTotalBytes)
+	}
 	s := &Service{
 		cfg:          cfg,
 		logger:       logger,
@@ -193,6 +205,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		creating:     map[string]int{},
 		diskCreating: map[string]int64{},
 		stopping:     make(chan struct{}),
+		spill:        tools.NewSpillBudget(cmp.Or(cfg.SpillTotalBytes, DefaultSpillTotalBytes)),
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}
@@ -366,7 +379,9 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 	}
 	w.toolbox = tools.New(guard, tools.Options{
 		Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
-		SpillBase: s.cfg.SpillDir,
+		SpillBase:     s.cfg.SpillDir,
+		MaxSpillBytes: s.cfg.SpillBytes,
+		SpillBudget:   s.spill,
 		EnvFunc:   func() []string { return w.commandEnv(nil) },
 	})
 	if vars, ok := s.envs.get(id); ok {
