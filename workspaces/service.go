@@ -378,11 +378,11 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 		procs:     background.NewTable(filepath.Join(s.cfg.ProcessDir, id), s.cfg.Processes),
 	}
 	w.toolbox = tools.New(guard, tools.Options{
-		Logger:    s.logger.With("workspace", id, "backend", backend, "tenant", owner),
+		Logger:        s.logger.With("workspace", id, "backend", backend, "tenant", owner),
 		SpillBase:     s.cfg.SpillDir,
 		MaxSpillBytes: s.cfg.SpillBytes,
 		SpillBudget:   s.spill,
-		EnvFunc:   func() []string { return w.commandEnv(nil) },
+		EnvFunc:       func() []string { return w.commandEnv(nil) },
 	})
 	if vars, ok := s.envs.get(id); ok {
 		w.setEnv(vars)
