@@ -29,10 +29,15 @@ type Config struct {
 	// (failing to start if it cannot be used); "off" always uses the
 	// fallback.
 	Cgroups string `json:"cgroups" yaml:"cgroups"`
-	// Limits are every workspace's default limits (a workspace's options
-	// may set its own); zero fields mean no limit. Memory, pids and CPU
-	// need cgroups; diskBytes needs root and loop devices, and falls back
-	// to measuring (logged at start) where the host has neither.
+	// Limits are every workspace's limits; a workspace's options may ask
+	// for less, never more (more is ErrInvalid). memoryBytes and pids
+	// default to DefaultMemoryBytes (2 GiB) and DefaultPids (4096), as
+	// docker's; -1 (Unlimited) turns one off, logged at start. cpu and
+	// diskBytes: zero means no limit. Memory, pids and CPU need cgroups
+	// (without them the defaults are dropped, logged at start, and set
+	// limits refuse every create); diskBytes needs root and loop devices,
+	// and falls back to measuring (logged at start) where the host has
+	// neither.
 	Limits Limits `json:"limits" yaml:"limits"`
 	// CommandLimits bound each command inside its workspace; zero fields
 	// mean only the workspace's limits apply.
@@ -139,7 +144,7 @@ const (
 // NewConfig returns a configuration with every default set and no
 // StateDir.
 func NewConfig() Config {
-	return Config{Exec: execconf.New(), Cgroups: DefaultCgroups}
+	return Config{Exec: execconf.New(), Cgroups: DefaultCgroups, Limits: Limits{Limits: defaultLimits(cgroups.Limits{})}}
 }
 
 // withDefaults fills the zero fields from NewConfig.
@@ -149,6 +154,7 @@ func (c Config) withDefaults() Config {
 	if c.Cgroups == "" {
 		c.Cgroups = d.Cgroups
 	}
+	c.Limits.Limits = defaultLimits(c.Limits.Limits)
 	c.Sandbox = c.Sandbox.withDefaults()
 	return c
 }
@@ -168,8 +174,11 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("cgroups must be auto, v1, v2 or off, got %q", c.Cgroups))
 	}
-	if err := c.Limits.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("limits: %w", err))
+	// -1 (Unlimited) turns a default limit off.
+	l := c.Limits
+	l.Limits = withoutUnlimited(l.Limits)
+	if err := l.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("limits (-1 for no memoryBytes or pids limit): %w", err))
 	}
 	if err := c.CommandLimits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("commandLimits: %w", err))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/cgroups"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -33,6 +34,10 @@ func TestConfigValidate(t *testing.T) {
 		{"sandbox read path", func(c *Config) { c.Sandbox.ReadPaths = []string{"usr"} }, []string{`sandbox.readPaths: "usr" is not absolute`}},
 		{"sandbox layer", func(c *Config) { c.Sandbox.Require = []string{"magic"} }, []string{`unknown layer "magic"`}},
 		{"require without sandbox", func(c *Config) { c.Sandbox.Mode, c.Sandbox.Require = "off", []string{"user"} }, []string{"sandbox.require needs"}},
+		{"no memory or pids limit", func(c *Config) { c.Limits.MemoryBytes, c.Limits.Pids = Unlimited, Unlimited }, nil},
+		{"pids below -1", func(c *Config) { c.Limits.Pids = -2 }, []string{"-1 for no memoryBytes or pids limit", "pids must not be negative, got -2"}},
+		{"unlimited cpu", func(c *Config) { c.Limits.CPU = -1 }, []string{"cpu must not be negative"}},
+		{"unlimited command memory", func(c *Config) { c.CommandLimits.MemoryBytes = -1 }, []string{"commandLimits: memoryBytes must not be negative"}},
 		{"every problem at once", func(c *Config) { *c = Config{} }, []string{"stateDir", "killGrace", "drainIdle", "maxDrain", "shell", "rgPath"}},
 	}
 	for _, tc := range tests {
@@ -62,6 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{StateDir: "/s"}.withDefaults()
 	want := Config{StateDir: "/s", Exec: execconf.Exec{KillGrace: 2 * time.Second, DrainIdle: 100 * time.Millisecond,
 		MaxDrain: 5 * time.Second, Shell: "/bin/bash", RgPath: "rg"}, Cgroups: "auto",
+		Limits:  Limits{Limits: cgroups.Limits{MemoryBytes: 2 << 30, Pids: 4096}},
 		Sandbox: SandboxConfig{Mode: "auto", UIDBase: 1_500_000_000, UIDCount: 65536, Network: "none", ReadPaths: sandbox.DefaultReadPaths}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("withDefaults = %+v", c)

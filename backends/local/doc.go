@@ -22,8 +22,9 @@
 // Exec runs `bash -c` in a new process group with a minimal environment and
 // two markers (WSBROKER_CALL, WSBROKER_WORKSPACE). Where the broker may
 // manage cgroups (Config.Cgroups "auto", as root), each workspace has a
-// cgroup with its limits (memory, pids, CPU: Config.Limits, or the
-// workspace's "limits" option) and each command a child cgroup it is placed
+// cgroup with its limits (memory, pids, CPU: Config.Limits, by default
+// 2 GiB and 4096 pids, or the workspace's "limits" option, which may ask
+// for less, never more) and each command a child cgroup it is placed
 // in before it runs (package cgroups). A deadline or cancellation sends
 // SIGTERM to the process group and the command's cgroup, waits KillGrace,
 // then kills everything left in the cgroup, so setsid, double fork and a
@@ -39,7 +40,8 @@
 // Without cgroups (not root, no cgroup file system, Config.Cgroups "off")
 // the backend says so once at start and falls back to the process group and
 // the markers: a process that leaves its group and clears its environment
-// then escapes the kill, and no limits apply (workspace limits are refused).
+// then escapes the kill, and no limits apply (the defaults are dropped,
+// logged at start; set limits are refused).
 //
 // Commands are not sandboxed: they run with the broker's user and can
 // reach whatever it can. The local backend confines the file operations

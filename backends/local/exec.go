@@ -309,7 +309,13 @@ func (w *Workspace) spawner() (*sandbox.Spawner, error) {
 	if w.b.sb == nil || w.sp != nil {
 		return w.sp, nil
 	}
-	sp, err := sandbox.NewSpawner(w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid))
+	spec := w.b.sb.spec(w.root, w.b.tmpDir(w.id), w.uid)
+	var memory int64
+	if w.cg != nil {
+		memory = w.cg.Limits().MemoryBytes
+	}
+	spec.ShmBytes = shmBytes(memory)
+	sp, err := sandbox.NewSpawner(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ func (b *Backend) dropBase() {
 // New checks cfg (zero fields take NewConfig's defaults), creates
 // StateDir/workspaces and returns the backend.
 func New(cfg Config, logger *slog.Logger) (*Backend, error) {
+	set := cfg.Limits.Limits
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, opsapi.E("local.New", "", opsapi.ErrInvalid, err)
@@ -78,6 +79,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err := b.openCgroups(); err != nil {
 		return nil, err
 	}
+	b.openLimits(set)
 	if err := b.openSandbox(); err != nil {
 		return nil, opsapi.E("local.New", "", opsapi.ErrUnavailable, err)
 	}
@@ -120,7 +122,7 @@ func (b *Backend) openCgroups() error {
 	}
 	b.cg = cg
 	b.logger.Info("cgroups in use", "mode", cg.Mode().String(), "path", cg.Path(), "controllers", cg.Controllers())
-	for _, l := range []cgroups.Limits{b.cfg.Limits.Limits, b.cfg.CommandLimits} {
+	for _, l := range []cgroups.Limits{withoutUnlimited(b.cfg.Limits.Limits), b.cfg.CommandLimits} {
 		if m := cg.Missing(l); len(m) > 0 {
 			b.logger.Warn("configured limits not enforced: controllers missing", "controllers", m)
 		}
@@ -192,15 +194,15 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // createOptions are the options Create accepts.
 type createOptions struct {
-	// Limits override the backend's default workspace limits field by
-	// field; they need cgroups.
+	// Limits override the backend's workspace limits field by field,
+	// each at most the configured one; they need cgroups.
 	Limits *Limits `json:"limits"`
 }
 
 // Create makes the directory of a new workspace. An ID that is not a safe
 // name (letters, digits, '.', '_', '-'; at most 128; not starting with '.'
-// or '-') or unknown options are ErrInvalid; an existing workspace is
-// ErrExist.
+// or '-'), unknown options or limits above the configured ones are
+// ErrInvalid; an existing workspace is ErrExist.
 func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi.Workspace, error) {
 	const op = "local.Create"
 	if b.closed.Load() {
@@ -217,6 +219,9 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if o.Limits != nil {
 		if err := o.Limits.Validate(); err != nil {
 			return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: limits: %w", err))
+		}
+		if err := withinConfigured(*o.Limits, limits); err != nil {
+			return nil, opsapi.E(op, spec.ID, opsapi.ErrInvalid, fmt.Errorf("options: %w", err))
 		}
 		limits = o.Limits.Merge(limits)
 	}

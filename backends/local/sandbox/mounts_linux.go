@@ -10,7 +10,7 @@ import (
 
 // mounts builds the commands' view of the filesystem in the thread's own
 // mount namespace: nothing propagates back to the host; /tmp is the
-// workspace's own directory and /dev/shm a fresh tmpfs; each hidden
+// workspace's own directory and /dev/shm a fresh tmpfs of s.ShmBytes; each hidden
 // directory (the state directory) is an empty read-only tmpfs with the
 // workspace mounted back at its path.
 func mounts(s Spec) error {
@@ -30,7 +30,11 @@ func mounts(s Spec) error {
 		}
 	}
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		size := s.ShmBytes
+		if size <= 0 {
+			size = 64 << 20
+		}
+		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=1777,size=%d", size)); err != nil {
 			return fmt.Errorf("mounting /dev/shm: %w", err)
 		}
 	}

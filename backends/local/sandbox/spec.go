@@ -19,6 +19,8 @@ type Spec struct {
 	Hide []string `json:"hide"`
 	// Tmp is the host directory mounted on /tmp.
 	Tmp string `json:"tmp"`
+	// ShmBytes is the size of the fresh tmpfs on /dev/shm; 0 is 64 MiB.
+	ShmBytes int64 `json:"shmBytes"`
 	// Network is NetworkNone or NetworkHost.
 	Network string `json:"network"`
 	// ReadPaths are what Landlock lets the command read and execute,
