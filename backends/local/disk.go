@@ -47,11 +47,24 @@ func (l Limits) Merge(d Limits) Limits {
 // IsZero says no limit is set.
 func (l Limits) IsZero() bool { return l.Limits.IsZero() && l.DiskBytes == 0 }
 
+// RecommendedDiskBytes is the size the start's warning suggests when no
+// disk limit is configured: room for a repository, its dependencies and
+// a build, each image allocated whole when its workspace is made.
+const RecommendedDiskBytes = 1 << 30
+
 // openDisks decides whether workspaces get filesystems of their own by
 // default: a configured size the host cannot give falls back to measuring
-// (logged once here), rather than refusing every create.
+// (logged once here), rather than refusing every create. No size at all
+// is logged too, with whether this host could hold one.
 func (b *Backend) openDisks() {
 	if b.cfg.Limits.DiskBytes == 0 {
+		hint := fmt.Sprintf("this host can hold one: set local.limits.diskBytes (e.g. %d)", RecommendedDiskBytes)
+		if err := b.diskProbe(); err != nil {
+			hint = "this host cannot hold one: " + err.Error()
+		}
+		b.logger.Warn("disk limits off (local.limits.diskBytes is 0): a workspace's files and its sandboxed /tmp "+
+			"share the state directory's filesystem and can fill it for every tenant (and the audit); a tenant's "+
+			"disk quota is kept by measuring them (best effort: a background writer overshoots it)", "hint", hint)
 		return
 	}
 	if err := b.diskProbe(); err != nil {

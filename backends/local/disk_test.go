@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,4 +233,34 @@ func loopfsDev(t *testing.T, p string) uint64 {
 		t.Fatal(err)
 	}
 	return st.Dev
+}
+
+// TestNoDiskLimitIsWarned: a backend without a disk size says at start
+// that its workspaces can fill the state directory's filesystem, and
+// whether this host could hold a size; one whose size the host cannot
+// hold says so too.
+func TestNoDiskLimitIsWarned(t *testing.T) {
+	logs := &testutil.LockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if _, err := local.New(local.Config{StateDir: t.TempDir()}, logger); err != nil {
+		t.Fatal(err)
+	}
+	want := "this host can hold one"
+	if loopfs.Probe(t.TempDir()) != nil {
+		want = "this host cannot hold one"
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "disk limits off") || !strings.Contains(out, want) {
+		t.Errorf("start without a disk size logged %q, want a warning saying %q", out, want)
+	}
+
+	defer local.NoLoopDevices()()
+	logs = &testutil.LockedBuffer{}
+	cfg := local.Config{StateDir: t.TempDir()}
+	cfg.Limits.DiskBytes = diskSize
+	if _, err := local.New(cfg, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "disk limits not enforced") || !strings.Contains(out, "no loop devices") {
+		t.Errorf("start with a size the host cannot hold logged %q", out)
+	}
 }
