@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Open to every user: a test runs the agent as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	binary = filepath.Join(dir, "wsb-sftp-server")
 	build := exec.Command("go", "build", "-o", binary, "../cmd/wsb-sftp-server")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -63,24 +67,24 @@ func serve(t *testing.T) (*agentclient.Client, string) {
 
 func serveB(t testing.TB) (*agentclient.Client, string) {
 	t.Helper()
-	bin := binary
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "a.sock")
+	sock := filepath.Join(t.TempDir(), "a.sock")
 	agentSide, brokerSide, err := agent.NewCredsPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
-	s := &agent.Server{Self: bin}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &agent.Server{Self: binary}
 	go func() {
-		if err := s.ListenAndServe(sock, agentSide, func() { close(ready) }); err != nil {
+		if err := s.ConnectAndServe(sock, agentSide, func() {}); err != nil {
 			t.Error(err)
 		}
 	}()
-	<-ready
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := agentclient.DialUnix(ctx, sock, brokerSide)
+	c, err := agentclient.Accept(ctx, ln, brokerSide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,46 +215,64 @@ func TestBackgroundChildSurvivesTheCall(t *testing.T) {
 	}
 }
 
-// TestRefusesUnpinnedPeers: a client without the broker's key cannot use
-// the agent, and an agent without its key cannot pose as it.
+// TestRefusesUnpinnedPeers: a broker without the agent's peer key gets
+// no service from it, an agent without its key cannot pose as it, and
+// connections that are not the agent's (a workspace command can reach
+// the broker's socket) neither stall the broker nor are taken for it.
 func TestRefusesUnpinnedPeers(t *testing.T) {
-	_, sock := serve(t)
-	_, stranger, err := agent.NewCredsPair()
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if c, err := agentclient.DialUnix(ctx, sock, stranger); err == nil {
-		// TLS 1.3 reports a refused client certificate at the first read.
-		_, _, err = run(t, c, "true", 0)
-		if err == nil {
-			t.Fatal("a client with other keys ran a command")
-		}
-	}
-	// A fake agent: its own keys, so the broker's pin refuses it.
-	fakeAgent, _, _ := agent.NewCredsPair()
-	_, brokerSide, _ := agent.NewCredsPair()
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "f.sock")
-	ready := make(chan struct{})
-	go func() { _ = (&agent.Server{}).ListenAndServe(fake, fakeAgent, func() { close(ready) }) }()
-	<-ready
-	if _, err := agentclient.DialUnix(ctx, fake, brokerSide); err == nil {
-		t.Fatal("the broker accepted an agent whose certificate is not pinned")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", sock)
+	agentSide, brokerSide, err := agent.NewCredsPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = conn.Write([]byte("wsb-agent 1\n"))
-	buf := make([]byte, 64)
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, _ := conn.Read(buf); bytes.Contains(buf[:n], []byte("wsb-agent")) {
-		t.Error("the agent spoke its protocol without TLS")
+	_, stranger, _ := agent.NewCredsPair()
+	listen := func() (net.Listener, string) {
+		sock := filepath.Join(t.TempDir(), "b.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln, sock
 	}
-	conn.Close()
+	// The real agent, dialling a broker with other keys: refused.
+	ln, sock := listen()
+	go func() { _ = (&agent.Server{Self: binary}).ConnectAndServe(sock, agentSide, func() {}) }()
+	short, stop := context.WithTimeout(ctx, 2*time.Second)
+	if c, err := agentclient.Accept(short, ln, stranger); err == nil {
+		if _, _, err := run(t, c, "true", 0); err == nil {
+			t.Fatal("a broker with other keys ran a command")
+		}
+	}
+	stop()
+	// A fake agent (its own keys), a silent connection and a plain-text
+	// one come first; the real agent is still the one accepted.
+	fakeAgent, _, _ := agent.NewCredsPair()
+	ln, sock = listen()
+	go func() { _ = (&agent.Server{}).ConnectAndServe(sock, fakeAgent, func() {}) }()
+	var d net.Dialer
+	for _, hello := range []string{"", "wsb-agent 1\n"} {
+		conn, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = conn.Write([]byte(hello))
+	}
+	time.Sleep(200 * time.Millisecond)
+	go func() { _ = (&agent.Server{Self: binary}).ConnectAndServe(sock, agentSide, func() {}) }()
+	c, err := agentclient.Accept(ctx, ln, brokerSide)
+	if err != nil {
+		t.Fatalf("the agent was not accepted after strangers: %v", err)
+	}
+	defer c.Close()
+	if res, out, err := run(t, c, "echo hi", 0); err != nil || res.ExitCode != 0 || out != "hi\n" {
+		t.Errorf("through the accepted agent: %+v %q %v", res, out, err)
+	}
+	if _, err := d.DialContext(ctx, "unix", sock); err == nil {
+		t.Error("the broker's socket still accepts connections once the agent is in")
+	}
 }
 
 // TestCanceledCtxRunsNothing: a command asked for with a ctx already

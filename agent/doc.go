@@ -5,10 +5,14 @@
 //
 // # Protocol
 //
-// A connection is a Unix socket (docker: a per-workspace directory
-// bind-mounted into the container, so no byte crosses the engine) under
-// mutual TLS 1.3 with keys pinned by the broker, or the stdio of an SSH
-// session, already encrypted and private to the broker. On it:
+// A connection is a Unix socket under mutual TLS 1.3 with keys pinned
+// by the broker (docker: the agent, given its keys on stdin, dials a
+// socket the broker listens on in a per-workspace directory bind-mounted
+// read-only into the container, so no byte crosses the engine and the
+// workspace can write nothing there; ConnectAndServe), or the stdio of
+// an SSH session, already encrypted and private to the broker. The
+// agent makes itself undumpable before it reads its keys, and its stdin
+// is /dev/null once it has. On it:
 //
 //  1. Hello: each side writes "wsb-agent <version>\n" and reads the
 //     other's; both then speak the lower version. A peer below

@@ -26,24 +26,64 @@ type Client struct {
 	sftp *sftp.Client
 }
 
-// DialUnix connects to an agent's Unix socket and authenticates both
-// ways with the broker's half of the agent's keys.
-func DialUnix(ctx context.Context, path string, creds agent.Creds) (*Client, error) {
+// maxHandshakes bounds the handshakes Accept runs at once: a workspace
+// command may connect to the socket too, and each of its connections
+// costs a goroutine until the handshake's deadline.
+const maxHandshakes = 8
+
+// Accept waits on ln for the agent's connection: the first whose TLS
+// handshake proves the agent's key (creds.Peer; the agent is the TLS
+// server on the connection it dialled). Others, which a workspace
+// command can open since the socket is in its reach, are closed. Accept
+// closes ln before it returns, so nothing can connect afterwards.
+func Accept(ctx context.Context, ln net.Listener, creds agent.Creds) (*Client, error) {
 	cfg, err := creds.ClientConfig()
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
+	hctx, cancel := context.WithCancel(ctx) // ends every handshake once one won
+	defer cancel()
+	stop := context.AfterFunc(hctx, func() { ln.Close() })
+	defer stop()
+	won := make(chan *tls.Conn, 1)
+	slots := make(chan struct{}, maxHandshakes)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				c.Close() // too many at once: not the agent's
+				continue
+			}
+			go func() {
+				defer func() { <-slots }()
+				tc := tls.Client(c, cfg)
+				if err := tc.HandshakeContext(hctx); err != nil {
+					c.Close()
+					return
+				}
+				select {
+				case won <- tc:
+					cancel()
+				default:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	<-hctx.Done() // a handshake won, or ctx ended
+	ln.Close()
+	select {
+	case tc := <-won:
+		return New(ctx, tc)
+	default:
+		return nil, fmt.Errorf("waiting for the agent to connect: %w", context.Cause(ctx))
 	}
-	tc := tls.Client(c, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("agent TLS handshake: %w", err)
-	}
-	return New(ctx, tc)
 }
 
 // New speaks the protocol on an established connection (an SSH

@@ -4,7 +4,7 @@
 // configurations (sftpServerBinary) and images keep working:
 //
 //	wsb-sftp-server                      SFTP on stdin/stdout (the engine-exec fallback's channel)
-//	wsb-sftp-server serve --socket PATH  the agent: TLS on a Unix socket, keys as one JSON line on stdin
+//	wsb-sftp-server serve --connect PATH the agent: TLS on a connection to the broker's Unix socket, keys as one JSON line on stdin
 //	wsb-sftp-server serve --stdio        the agent's protocol on stdin/stdout
 //	wsb-sftp-server reap ...             internal: one command's reaper
 //
