@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/wsbroker/wsbroker/agent"
@@ -21,25 +22,23 @@ import (
 )
 
 // AgentRunDir is where a workspace's run directory appears inside its
-// container. The agent is the injected binary (InjectedSFTPServer).
+// container, read-only. The agent is the injected binary
+// (InjectedSFTPServer).
 const AgentRunDir = "/.wsbroker/run"
 
-// agentStartTimeout bounds starting an agent and connecting to it.
+// agentStartTimeout bounds starting an agent and its connecting back.
 const agentStartTimeout = 15 * time.Second
 
 // agentRetry is how long a workspace whose agent could not be started
-// uses the engine's exec before it tries again.
-const agentRetry = time.Minute
+// answers ErrUnavailable before it tries again.
+const agentRetry = 5 * time.Second
 
 // agentSetup is what every workspace's agent shares: whether there is
-// one, the host directory of run directories, and the container user's
-// ids, which own each run directory so the agent can make its socket
-// there.
+// one, and the host directory of run directories.
 type agentSetup struct {
-	on       bool
-	why      string // why not, when off
-	runDir   string
-	uid, gid int
+	on     bool
+	why    string // why not, when off
+	runDir string
 }
 
 // setupAgent decides whether new workspaces get an agent, logging why
@@ -55,12 +54,6 @@ func (b *Backend) setupAgent() {
 		b.logger.Info("no agent: no binary is injected; commands and files go through the engine's exec")
 		return
 	}
-	uid, gid, ok := numericUser(c.User)
-	if !ok {
-		b.agent.why = "the agent's run directory needs a numeric user (uid:gid) to own it"
-		b.logger.Info("no agent: its run directory needs a numeric user (uid:gid) to own it", "user", c.User)
-		return
-	}
 	run := c.RunDir
 	if run == "" {
 		sum := sha256.Sum256([]byte(c.Identity))
@@ -71,18 +64,8 @@ func (b *Backend) setupAgent() {
 		b.logger.Warn("no agent: its run directory cannot be made", "dir", run, "err", err)
 		return
 	}
-	b.agent = agentSetup{on: true, runDir: run, uid: uid, gid: gid}
+	b.agent = agentSetup{on: true, runDir: run}
 	b.logger.Info("workspaces get the in-box agent", "runDir", run)
-}
-
-func numericUser(user string) (uid, gid int, ok bool) {
-	u, g, _ := strings.Cut(user, ":")
-	if g == "" {
-		g = u
-	}
-	uid, err1 := strconv.Atoi(u)
-	gid, err2 := strconv.Atoi(g)
-	return uid, gid, err1 == nil && err2 == nil
 }
 
 // agentDirOf is workspace id's run directory on the host, named by a
@@ -93,65 +76,110 @@ func (b *Backend) agentDirOf(id string) string {
 	return filepath.Join(b.agent.runDir, hex.EncodeToString(sum[:8]))
 }
 
-// agentRunDir makes workspace id's run directory, owned by the container's
-// user and open to nobody else, or returns "" (no agent for it) when it
-// cannot.
+// agentRunDir makes workspace id's run directory, or returns "" (no
+// agent for it) when it cannot. It is the broker's, not the container
+// user's, and the container sees it read-only: the agent's socket is
+// the broker's listening one, so nothing in the workspace can write
+// there, fill the host's disk through it or make it unusable.
 func (b *Backend) agentRunDir(id string) string {
 	if !b.agent.on {
 		return ""
 	}
 	dir := b.agentDirOf(id)
 	_ = os.RemoveAll(dir) // a leftover of an earlier workspace of that name
-	err := os.Mkdir(dir, 0o700)
-	if err == nil {
-		err = os.Chown(dir, b.agent.uid, b.agent.gid)
-	}
-	if err != nil {
-		b.logger.Warn("no agent for this workspace: its run directory cannot be given to the container's user",
-			"workspace", id, "dir", dir, "err", err)
-		_ = os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.logger.Warn("no agent for this workspace: its run directory cannot be made", "workspace", id, "dir", dir, "err", err)
 		return ""
 	}
 	return dir
 }
 
-// agentClient is the workspace's live agent connection, started at the
-// first call that needs it; nil when the workspace has none (the caller
-// then uses the engine's exec). Concurrent callers share one start.
-func (w *Workspace) agentClient(ctx context.Context) *agentclient.Client {
+// freshRunDir readies a workspace's run directory for an agent's start:
+// the broker's, open to nobody else for writing, and empty. A workspace
+// created before the directory was the broker's (owned by the container
+// user, writable in the container) gets it back the same way; the
+// directory itself is kept, as the container's mount holds it.
+func freshRunDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+		if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentClient is the workspace's live agent connection: nil for a
+// workspace without an agent (its calls use the engine's exec), else
+// the connection, started at the first call that needs it and started
+// afresh when the last one ended (the agent killed, its connection
+// lost). A workspace with an agent never falls back to the engine's
+// exec, whose commands a kill cannot reach whole: when its agent cannot
+// be started the call fails with ErrUnavailable, logged, and the next
+// start is tried after agentRetry. Concurrent callers share one start.
+func (w *Workspace) agentClient(ctx context.Context, op string) (*agentclient.Client, error) {
 	if w.agentDir == "" {
-		return nil
+		return nil, nil
 	}
 	if c := w.agentLive.Load(); c != nil && !c.IsClosed() {
-		return c
+		return c, nil
 	}
 	select {
 	case w.agentSem <- struct{}{}:
 	case <-ctx.Done():
-		return nil
+		return nil, opsapi.E(op, "", nil, ctx.Err())
 	}
 	defer func() { <-w.agentSem }()
 	if c := w.agentLive.Load(); c != nil && !c.IsClosed() {
-		return c
+		return c, nil
 	}
-	if time.Now().Before(w.agentRetryAt) || w.gone("", "") != nil {
-		return nil
+	if err := w.gone(op, ""); err != nil {
+		return nil, err
+	}
+	if f := w.agentFailed.Load(); f != nil && time.Now().Before(f.until) {
+		return nil, opsapi.E(op, "", opsapi.ErrUnavailable, fmt.Errorf("the workspace's agent could not be started (%s); next try at %s",
+			f.err, f.until.UTC().Format(time.RFC3339)))
+	}
+	if w.agentLive.Load() != nil {
+		n := w.agentRestarts.Add(1)
+		w.logger.Warn("the workspace's agent ended (killed, or its connection lost); starting a fresh one", "restarts", n)
 	}
 	c, err := w.startAgent(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			w.agentRetryAt = time.Now().Add(agentRetry)
-			w.agentFailed.Store(&agentFailure{until: w.agentRetryAt, err: err.Error()})
-			w.logger.Warn("the agent could not be started; using the engine's exec for a while", "err", err)
+		if ctx.Err() != nil {
+			return nil, opsapi.E(op, "", nil, ctx.Err())
 		}
-		return nil
+		w.agentFailed.Store(&agentFailure{until: time.Now().Add(agentRetry), err: err.Error()})
+		w.logger.Error("the workspace's agent could not be started: its calls fail as unavailable, never through the engine's exec",
+			"err", err, "retryIn", agentRetry)
+		return nil, opsapi.E(op, "", opsapi.ErrUnavailable, fmt.Errorf("the workspace's agent could not be started: %w", err))
 	}
+	w.agentFailed.Store(nil)
 	w.agentLive.Store(c)
-	return c
+	return c, nil
 }
 
-// startAgent starts an agent in one exec with fresh keys on its stdin,
-// waits for its "ready" and connects to its socket.
+// startAgent starts an agent in one exec with fresh keys on its stdin
+// and takes its connection to a socket the broker listens on in the
+// workspace's run directory, for this start only.
 func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
@@ -163,29 +191,54 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := freshRunDir(w.agentDir); err != nil {
+		return nil, fmt.Errorf("the agent's run directory: %w", err)
+	}
 	sock := "a-" + randomID()[:12] + ".sock"
+	ln, err := net.Listen("unix", filepath.Join(w.agentDir, sock))
+	if err != nil {
+		return nil, fmt.Errorf("listening for the agent: %w", err)
+	}
+	// The container's user connects (the directory is read-only to it);
+	// Accept closes the listener, which removes the socket.
+	if err := os.Chmod(filepath.Join(w.agentDir, sock), 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listening for the agent: %w", err)
+	}
 	stderr := &execpump.Head{Max: 4096}
-	p, err := w.startExec(ctx, execOpts{argv: []string{InjectedSFTPServer, "serve", "--socket", AgentRunDir + "/" + sock},
+	p, err := w.startExec(ctx, execOpts{argv: []string{InjectedSFTPServer, "serve", "--connect", AgentRunDir + "/" + sock},
 		stdin: true, stderr: stderr})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	defer p.Close()
-	stop := context.AfterFunc(ctx, func() { p.Close() })
-	defer stop()
+	// The agent says "ready" once connected; anything else (its exit)
+	// ends the wait at once, with what it said.
+	actx, failed := context.WithCancelCause(ctx)
+	defer failed(nil)
+	said := make(chan struct{})
+	go func() {
+		defer close(said)
+		line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+		if strings.TrimSpace(line) != "ready" {
+			if err == nil {
+				err = errors.New("unexpected output")
+			}
+			failed(fmt.Errorf("the agent did not start (%w): %q %s", err, line, strings.TrimSpace(stderr.String())))
+		}
+	}()
 	if _, err := p.conn.Write(append(keys, '\n')); err != nil {
+		ln.Close()
 		return nil, fmt.Errorf("sending the agent its keys: %w", err)
 	}
-	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
-	if strings.TrimSpace(line) != "ready" {
-		if err == nil {
-			err = errors.New("unexpected output")
-		}
-		return nil, fmt.Errorf("the agent did not start (%w): %q %s", err, line, strings.TrimSpace(stderr.String()))
-	}
-	c, err := agentclient.DialUnix(ctx, filepath.Join(w.agentDir, sock), brokerSide)
+	c, err := agentclient.Accept(actx, ln, brokerSide)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the agent: %w", err)
+		return nil, fmt.Errorf("the agent did not connect: %w", err)
+	}
+	select { // its attach ends with the exec's: let it say ready first
+	case <-said:
+	case <-ctx.Done():
 	}
 	w.logger.Debug("agent started", "socket", sock)
 	return c, nil
@@ -193,7 +246,7 @@ func (w *Workspace) startAgent(ctx context.Context) (*agentclient.Client, error)
 
 // agentFailure is the last failed start of a workspace's agent.
 type agentFailure struct {
-	until time.Time // the engine's exec is used until then
+	until time.Time // calls fail as unavailable until then
 	err   string
 }
 
@@ -211,7 +264,7 @@ func (w *Workspace) Transport() opsapi.Transport {
 		return opsapi.Transport{Agent: true}
 	}
 	if f := w.agentFailed.Load(); f != nil && time.Now().Before(f.until) {
-		return opsapi.Transport{Detail: fmt.Sprintf("the agent could not be started (%s); the engine's exec until %s",
+		return opsapi.Transport{Agent: true, Detail: fmt.Sprintf("the agent could not be started (%s); calls fail as unavailable until %s",
 			f.err, f.until.UTC().Format(time.RFC3339))}
 	}
 	return opsapi.Transport{Agent: true, Detail: "the agent starts at the first call"}

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,10 +65,16 @@ func (c *channel) close() {
 // new one when there is none, it died, or the caller found it broken.
 // Concurrent callers share one start.
 func (w *Workspace) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
-	if a := w.agentClient(ctx); a != nil {
-		if sc, err := a.SFTP(ctx, broken); err == nil {
-			return sc, nil
+	a, err := w.agentClient(ctx, "docker.sftp")
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		sc, err := a.SFTP(ctx, broken)
+		if err != nil {
+			return nil, opsapi.E("docker.sftp", "", nil, fmt.Errorf("sftp over the agent: %w", err))
 		}
+		return sc, nil
 	}
 	c, err := w.channel(ctx, broken)
 	if err != nil {
@@ -90,18 +97,18 @@ func (w *Workspace) readDir(ctx context.Context, abs string) ([]opsapi.FileInfo,
 
 // idempotentOnAgent runs call on the agent's connection, and once more on
 // a new one when it found the connection lost, as SFTP's calls are
-// retried. Without the agent it answers errors.ErrUnsupported, which
-// sends sftpops back to SFTP.
+// retried. In a workspace without the agent it answers
+// errors.ErrUnsupported, which sends sftpops back to SFTP.
 func idempotentOnAgent[T any](ctx context.Context, w *Workspace, call func(*agentclient.Client) (T, error)) (T, error) {
 	var zero T
-	a := w.agentClient(ctx)
-	if a == nil {
-		return zero, errors.ErrUnsupported
+	a, err := w.agentClient(ctx, "docker.files")
+	if err != nil || a == nil {
+		return zero, cmp.Or(err, errors.ErrUnsupported)
 	}
 	v, err := call(a)
 	if err != nil && a.IsClosed() && ctx.Err() == nil {
-		if a = w.agentClient(ctx); a == nil {
-			return zero, errors.ErrUnsupported
+		if a, err = w.agentClient(ctx, "docker.files"); err != nil {
+			return zero, err
 		}
 		return call(a)
 	}
@@ -109,12 +116,12 @@ func idempotentOnAgent[T any](ctx context.Context, w *Workspace, call func(*agen
 }
 
 // writeFile replaces a file in one round trip through the agent (see
-// sftpops.Options.WriteFile); without the agent the write is SFTP's. Not
-// retried on a lost connection: r may be half read.
+// sftpops.Options.WriteFile); in a workspace without the agent the
+// write is SFTP's. Not retried on a lost connection: r may be half read.
 func (w *Workspace) writeFile(ctx context.Context, abs string, r io.Reader, sync bool) error {
-	a := w.agentClient(ctx)
-	if a == nil {
-		return errors.ErrUnsupported
+	a, err := w.agentClient(ctx, "docker.WriteFile")
+	if err != nil || a == nil {
+		return cmp.Or(err, errors.ErrUnsupported)
 	}
 	return a.WriteFile(ctx, abs, r, sync)
 }
@@ -307,13 +314,19 @@ func (c *controlWriter) line(l string) {
 
 var _ io.Writer = (*controlWriter)(nil)
 
-// identity is the account file operations run as: the agent's, else the
-// SFTP channel's.
+// identity is the account file operations run as: the agent's in a
+// workspace with one, else the SFTP channel's.
 func (w *Workspace) identity(ctx context.Context) (sftpops.Identity, error) {
-	if a := w.agentClient(ctx); a != nil {
-		if id, err := a.Identity(ctx); err == nil {
-			return sftpops.Identity{UID: id.UID, GIDs: id.GIDs}, nil
+	a, err := w.agentClient(ctx, "docker.identity")
+	if err != nil {
+		return sftpops.Identity{}, err
+	}
+	if a != nil {
+		id, err := a.Identity(ctx)
+		if err != nil {
+			return sftpops.Identity{}, opsapi.E("docker.identity", "", nil, fmt.Errorf("asking the agent: %w", err))
 		}
+		return sftpops.Identity{UID: id.UID, GIDs: id.GIDs}, nil
 	}
 	c, err := w.channel(ctx, nil)
 	if err != nil {

@@ -125,13 +125,14 @@ type Config struct {
 	// injected wsb-sftp-server binary) when that binary is injected
 	// (sftpServer not "image") and the run directory can be shared with
 	// the container, else the engine's exec and the SFTP channel, as with
-	// "off". The agent serves both over a Unix socket in the workspace's
-	// run directory, bind-mounted into the container: no byte crosses the
-	// engine, and a command costs milliseconds instead of an engine exec.
+	// "off". The agent serves both over a connection to a Unix socket the
+	// broker listens on in the workspace's run directory, bind-mounted
+	// read-only into the container: no byte crosses the engine, and a
+	// command costs milliseconds instead of an engine exec.
 	Agent string `json:"agent" yaml:"agent"`
-	// RunDir holds one directory per workspace for its agent's socket
-	// (named by a hash of the workspace's id),
-	// bind-mounted into its container. It must stay the same across
+	// RunDir holds one directory per workspace for the socket its agent
+	// connects to (named by a hash of the workspace's id), bind-mounted
+	// read-only into its container. It must stay the same across
 	// broker restarts (the mount is fixed when a container is created).
 	// Empty: wsbroker-run-<hash of the identity> in the system's
 	// temporary directory; the broker sets <stateDir>/run.

@@ -14,12 +14,16 @@
 // With the in-box agent (package agent; Config.Agent, on by default when
 // the broker's binary is injected and User is numeric), a workspace's
 // first call starts the agent in one exec, handing it fresh TLS keys on
-// its stdin; it listens on a Unix socket in the workspace's run directory
-// (RunDir/<id> on the host, bind-mounted at AgentRunDir), and every later
-// command, search and file operation goes over that one connection, never
-// through the engine. Each command runs under a subreaper, so its kill
-// reaches every descendant. Without the agent, or while it cannot be
-// started, the engine paths below serve.
+// its stdin; it connects to a Unix socket the broker listens on, for that
+// start only, in the workspace's run directory (RunDir/<hash of the id>
+// on the host, the broker's, bind-mounted read-only at AgentRunDir, so
+// nothing in the workspace can fill it or make it unusable), and every
+// later command, search and file operation goes over that one
+// connection, never through the engine. Each command runs under a
+// subreaper, so its kill reaches every descendant. An agent that ended
+// is replaced at the next call; one that cannot be started fails the
+// call with ErrUnavailable: a workspace with an agent never falls back
+// to the engine paths below, which serve only workspaces without one.
 //
 // File operations go over ONE long-lived exec per workspace whose stdio
 // carries SFTP (package sftpops over a github.com/pkg/sftp client; the

@@ -483,7 +483,9 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.injectBinary, Target: InjectedSFTPServer, ReadOnly: true})
 	}
 	if s.run != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.run, Target: AgentRunDir})
+		// Read-only: the agent connects to the broker's socket there and
+		// writes nothing; a command must not either (see agentRunDir).
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.run, Target: AgentRunDir, ReadOnly: true})
 	}
 	init := true
 	hc := &container.HostConfig{

@@ -9,3 +9,6 @@ func NoLoopDevices() (restore func()) {
 	probeDisks = func(string) error { return errors.New("no loop devices (test)") }
 	return func() { probeDisks = orig }
 }
+
+// AgentDir is the workspace's run directory on the host, "" for none.
+func (w *Workspace) AgentDir() string { return w.agentDir }

@@ -40,12 +40,12 @@ type Workspace struct {
 	runner  *remoteexec.Runner
 
 	// The in-box agent: its host run directory ("" for none), its live
-	// connection, and when to try again after a failed start.
-	agentDir     string
-	agentSem     chan struct{} // held while an agent is started
-	agentLive    atomic.Pointer[agentclient.Client]
-	agentRetryAt time.Time // guarded by agentSem
-	agentFailed  atomic.Pointer[agentFailure]
+	// connection, its last failed start and how often it was restarted.
+	agentDir      string
+	agentSem      chan struct{} // held while an agent is started
+	agentLive     atomic.Pointer[agentclient.Client]
+	agentFailed   atomic.Pointer[agentFailure]
+	agentRestarts atomic.Int64
 
 	chanSem chan struct{} // held while the channel is looked at or opened
 	ch      *channel      // guarded by chanSem
@@ -357,13 +357,16 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 	before := make(chan int64, 1)
 	go func() { before <- w.oomKills(ctx) }()
 	var res opsapi.ExecResult
-	var err error
-	if c := w.agentClient(ctx); c != nil {
+	c, err := w.agentClient(ctx, op)
+	switch {
+	case err != nil:
+		return opsapi.ExecResult{}, err
+	case c != nil:
 		res, err = c.Exec(ctx, req, cwd, req.Env, w.b.cfg.Exec)
 		if err != nil {
 			err = opsapi.E(op, req.Cwd, nil, err)
 		}
-	} else {
+	default:
 		res, err = w.runner.Exec(ctx, req, cwd)
 	}
 	if b := <-before; err == nil && b >= 0 {
@@ -433,7 +436,11 @@ func (w *Workspace) Search(ctx context.Context, req opsapi.SearchRequest) (opsap
 	}
 	remote := rgjson.Remote{Op: op, RgPath: w.b.cfg.RgPath, Where: "in the container",
 		Start: func(ctx context.Context, argv []string, stderr io.Writer) (rgjson.Process, error) {
-			if a := w.agentClient(ctx); a != nil {
+			a, err := w.agentClient(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			if a != nil {
 				p, err := a.Start(ctx, argv, w.root, nil, stderr)
 				if err != nil {
 					return nil, opsapi.E(op, req.Path, nil, err)
