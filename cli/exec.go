@@ -36,7 +36,7 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	detach := fs.Bool("d", false, "start the command in the background and print its process id (see ps, logs, kill)")
 	tag := fs.String("tag", "", "with -d: a label for the process, shown by ps")
 	keepStdin := fs.Bool("i", false, "with -d: keep the process's stdin open for writing")
-	tty := fs.Bool("t", false, "run the command on a terminal (an interactive shell: exec -t <ws> -- bash); Ctrl-C goes to it")
+	tty := fs.Bool("t", false, "run the command on a terminal (an interactive shell: exec -t <ws> -- bash); Ctrl-C goes to it. Needs a terminal on stdin: without one -t is ignored, and says so")
 	var env envList
 	fs.Var(&env, "env", "KEY=VALUE added to the command's environment (repeatable)")
 
@@ -65,6 +65,13 @@ func (c *CLI) exec(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	req := opsapi.ExecRequest{Command: command, Cwd: *cwd, Env: env, Timeout: *timeout, Output: c.Stdout}
+	if *tty && !c.stdinIsTerminal() {
+		// As ssh -t does: a remote terminal fed from a pipe never sees
+		// the end of its input (a terminal has none), so an interactive
+		// shell would wait for ever after the last line.
+		fmt.Fprintln(c.Stderr, "broker exec: stdin is not a terminal, so the command runs without one (-t ignored)")
+		*tty = false
+	}
 	if !*tty {
 		req.Stdin = c.commandStdin() // a terminal takes the CLI's stdin as it is
 	} else {

@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"context"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // TestExecPassesStdin: what is piped to `broker exec` reaches the command
@@ -83,18 +88,71 @@ func TestWorkspaceEnvCommands(t *testing.T) {
 	}
 }
 
-// TestExecOnATerminal: exec -t runs the command on a remote terminal;
-// what is piped in is typed at it.
+// TestExecOnATerminal: exec -t with a terminal on stdin runs the command
+// on a remote terminal of the local one's size; what is typed goes to it.
 func TestExecOnATerminal(t *testing.T) {
 	url := startBroker(t, "s3cret")
 	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir(), "TERM": "xterm-256color"}
 	out, _, _ := run(env, "", "ws", "create")
 	id := strings.TrimSpace(out)
-	if out, errs, code := run(env, "", "exec", "-t", id, "--", `test -t 0 && test -t 1 && stty size && echo "$TERM"`); code != 0 ||
-		strings.ReplaceAll(out, "\r\n", "\n") != "24 80\nxterm-256color\n" {
+	// A new terminal for each run: a run's reader of its stdin outlives
+	// it in-process (a process would exit), and would take the next one's keys.
+	onTTY := func(typed string, args ...string) (string, string, int) {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ptmx.Close()
+		defer tty.Close()
+		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 30, Cols: 100}); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the local echo, if any
+		if _, err := ptmx.WriteString(typed); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr strings.Builder
+		c := &CLI{Stdin: tty, Stdout: &stdout, Stderr: &stderr, Getenv: envMap(env)}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		code := c.Run(ctx, args)
+		return stdout.String(), stderr.String(), code
+	}
+	if out, errs, code := onTTY("", "exec", "-t", id, "--", `test -t 0 && test -t 1 && stty size && echo "$TERM"`); code != 0 ||
+		strings.ReplaceAll(out, "\r\n", "\n") != "30 100\nxterm-256color\n" {
 		t.Fatalf("exec -t: %d %q %q", code, out, errs)
 	}
-	if out, errs, code := run(env, "echo hi-$((1+1))\rexit 4\r", "exec", "-t", id, "--", "bash --norc --noprofile -i"); code != 4 || !strings.Contains(out, "hi-2") {
+	if out, errs, code := onTTY("echo hi-$((1+1))\rexit 4\r", "exec", "-t", id, "--", "bash --norc --noprofile -i"); code != 4 || !strings.Contains(out, "hi-2") {
 		t.Fatalf("exec -t bash: %d %q %q", code, out, errs)
+	}
+}
+
+// TestExecTerminalFromAPipe: exec -t whose stdin is a pipe (a script's)
+// runs the command without a terminal and says so, so a shell fed from
+// the pipe ends with its input instead of waiting for ever on a terminal
+// that never ends.
+func TestExecTerminalFromAPipe(t *testing.T) {
+	url := startBroker(t, "s3cret")
+	env := map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir()}
+	out, _, _ := run(env, "", "ws", "create")
+	id := strings.TrimSpace(out)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() {
+		_, _ = w.WriteString("echo hi-$((1+1))\n")
+		w.Close()
+	}()
+	var stdout, stderr strings.Builder
+	c := &CLI{Stdin: r, Stdout: &stdout, Stderr: &stderr, Getenv: envMap(env)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	code := c.Run(ctx, []string{"exec", "-t", id, "--", "bash"})
+	if code != 0 || stdout.String() != "hi-2\n" || !strings.Contains(stderr.String(), "stdin is not a terminal") {
+		t.Fatalf("exec -t from a pipe after %s: %d %q %q, want 0, hi-2 and a word that -t was ignored",
+			time.Since(start).Round(time.Millisecond), code, stdout.String(), stderr.String())
 	}
 }

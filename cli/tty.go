@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,10 +13,16 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// terminal makes req run on a remote terminal. When the CLI's stdin is a
-// terminal it goes raw (keys, Ctrl-C included, go to the remote one as
-// typed) and the remote size follows the local one (SIGWINCH); restore
-// undoes that.
+// stdinIsTerminal reports whether the CLI's stdin is a terminal.
+func (c *CLI) stdinIsTerminal() bool {
+	in, ok := c.Stdin.(*os.File)
+	return ok && term.IsTerminal(int(in.Fd()))
+}
+
+// terminal makes req run on a remote terminal fed from the CLI's stdin,
+// which must be a terminal: it goes raw (keys, Ctrl-C included, go to the
+// remote one as typed) and the remote size follows the local one
+// (SIGWINCH); restore undoes that.
 func (c *CLI) terminal(ctx context.Context, req *opsapi.ExecRequest) (restore func(), err error) {
 	req.TTY = &opsapi.TTYSize{Rows: 24, Cols: 80}
 	// The remote programs draw for this terminal (the backends' own
@@ -25,8 +32,7 @@ func (c *CLI) terminal(ctx context.Context, req *opsapi.ExecRequest) (restore fu
 	}
 	in, ok := c.Stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
-		req.Stdin = c.Stdin
-		return func() {}, nil
+		return nil, errors.New("exec -t needs a terminal on stdin")
 	}
 	req.Stdin = in
 	size := func() (opsapi.TTYSize, bool) {
