@@ -49,6 +49,18 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer unlock()
+	// Bound before the token exists: a start that cannot listen must not
+	// print a new token "shown only this once" that the next start, the
+	// one that works, would never show.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("%w (--listen or BROKER_LISTEN picks another address)", err)
+	}
+	defer ln.Close()
+	if err := c.ensureServeToken(cfg); err != nil {
+		return err
+	}
 	reg, watched, err := buildTenants(cfg, c.configFile(f))
 	if err != nil {
 		return err
@@ -93,11 +105,6 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	watchTenants(ctx, srv, watched, func() (*tenant.Registry, []string, error) {
@@ -120,8 +127,7 @@ func newServeLogger(cfg serveConfig, stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// prepareState makes the state directory and, without tenants, the token
-// file, printing a new token once.
+// prepareState makes the state directory and the broker's identity.
 func (c *CLI) prepareState(cfg *serveConfig) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -133,6 +139,12 @@ func (c *CLI) prepareState(cfg *serveConfig) error {
 		}
 		cfg.Identity = id
 	}
+	return nil
+}
+
+// ensureServeToken makes the token file, without tenants, printing a new
+// token once.
+func (c *CLI) ensureServeToken(cfg serveConfig) error {
 	if cfg.tenants() != nil {
 		return nil
 	}
