@@ -65,7 +65,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the broker", (*CLI).serve},
-		{"ws", "create, list and remove workspaces (ws create|ls|rm)", (*CLI).ws},
+		{"ws", wsSummary(), (*CLI).ws},
 		{"tool", "run a tool in a workspace: tool <ws> <name> '<json args>'", (*CLI).tool},
 		{"exec", "run a command in a workspace (-d: in the background): exec <ws> -- <command...>", (*CLI).exec},
 		{"ps", "list a workspace's background processes: ps <ws>", (*CLI).ps},

@@ -8,6 +8,7 @@
 //	broker ws create [--backend local]       create a workspace, print its id
 //	broker ws ls                             list workspaces
 //	broker ws rm <id>...                     delete workspaces
+//	broker ws env <id> [--env K=V]...        replace a workspace's environment
 //	broker tool <ws> <name> '<json args>'    run one tool, print its text
 //	broker exec <ws> -- <command...>         run a command, stream its output
 //	broker policy check <file>               validate a policy file, explain each rule

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,27 @@ func containsVerb(verbs [][]string, want []string) bool {
 		}
 	}
 	return false
+}
+
+// TestTopUsageNamesEverySubcommand: broker -h's line for a group names
+// every subcommand the group's own usage lists (it once left out ws env).
+func TestTopUsageNamesEverySubcommand(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	top, _, _ := run(env, "", "-h")
+	lines := map[string]string{}
+	for _, line := range strings.Split(top, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(line, "  ") {
+			lines[f[0]] = line
+		}
+	}
+	for _, cmd := range commands() {
+		out, _, _ := run(env, "", cmd.name, "-h")
+		for _, verb := range subcommandsListed(out, cmd.name) {
+			if !regexp.MustCompile(`\b` + verb[1] + `\b`).MatchString(strings.TrimPrefix(lines[cmd.name], "  "+cmd.name)) {
+				t.Errorf("broker -h does not name %q: %q", strings.Join(verb, " "), lines[cmd.name])
+			}
+		}
+	}
 }
 
 // TestGroupsNeedASubcommand: a group without a known subcommand is a

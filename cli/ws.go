@@ -14,12 +14,26 @@ import (
 )
 
 func (c *CLI) ws(ctx context.Context, args []string) error {
-	return c.dispatch(ctx, "ws", args, []subcommand{
+	return c.dispatch(ctx, "ws", args, wsSubcommands())
+}
+
+func wsSubcommands() []subcommand {
+	return []subcommand{
 		{"create", []string{"new"}, "create a workspace and print its id", (*CLI).wsCreate},
 		{"ls", []string{"list"}, "list the workspaces", (*CLI).wsList},
 		{"rm", []string{"delete"}, "remove workspaces", (*CLI).wsRemove},
 		{"env", nil, "replace a workspace's environment: env <ws> [--env K=V]... [--secret-env K=V]...", (*CLI).wsEnv},
-	})
+	}
+}
+
+// wsSummary is the ws line of broker -h, listing every subcommand so
+// that the list cannot fall behind them.
+func wsSummary() string {
+	var names []string
+	for _, s := range wsSubcommands() {
+		names = append(names, s.name)
+	}
+	return "create, list and remove workspaces, replace their environment (ws " + strings.Join(names, "|") + ")"
 }
 
 func (c *CLI) wsCreate(ctx context.Context, args []string) error {
