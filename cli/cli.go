@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // CLI is one run of the command line. Its fields are the process's
@@ -20,6 +21,9 @@ type CLI struct {
 	Stderr io.Writer
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
+
+	// brokerURL is the broker a client subcommand tried, for its errors.
+	brokerURL string
 }
 
 // New returns a CLI on the process's own streams and environment.
@@ -117,6 +121,10 @@ func (c *CLI) report(name string, err error) int {
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) && c.brokerURL != "" {
+		err = fmt.Errorf("no broker answers at %s (%w): start one with 'broker serve' in another shell, "+
+			"or set BROKER_URL to where yours listens", c.brokerURL, syscall.ECONNREFUSED)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -105,6 +105,16 @@ func TestTokenProblemsAreExplained(t *testing.T) {
 	}
 }
 
+// TestRefusedConnectionSaysHowToStartTheBroker: a client command whose
+// broker does not listen names the URL it tried and how to start one.
+func TestRefusedConnectionSaysHowToStartTheBroker(t *testing.T) {
+	url := "http://" + freeAddr(t)
+	_, errs, code := run(map[string]string{"BROKER_URL": url, "BROKER_TOKEN": "s3cret", "HOME": t.TempDir()}, "", "ws", "ls")
+	if code != 1 || !strings.Contains(errs, "no broker answers at "+url+" (connection refused)") || !strings.Contains(errs, "broker serve") {
+		t.Fatalf("ws ls with nothing listening: %d %q", code, errs)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	env := map[string]string{"HOME": t.TempDir()}
 	cases := [][]string{

@@ -134,6 +134,7 @@ func (c *CLI) client(cf *clientFlags) (*client.Client, error) {
 	if url == "" {
 		url = defaultURL
 	}
+	c.brokerURL = url
 	tok, err := c.clientToken(cf)
 	if err != nil {
 		return nil, err
@@ -161,7 +162,8 @@ func (c *CLI) clientToken(cf *clientFlags) (string, error) {
 	}
 	tok, err := readToken(path)
 	if err != nil {
-		return "", fmt.Errorf("no token: set BROKER_TOKEN or point --token-file at the broker's token file (%w)", err)
+		return "", fmt.Errorf("no token: set BROKER_TOKEN or point --token-file at the broker's token file "+
+			"('broker serve' writes it on its first start) (%w)", err)
 	}
 	return tok, nil
 }
