@@ -90,3 +90,57 @@ func TestMakeLeavesNothingBehindOnFailure(t *testing.T) {
 		t.Errorf("image after failed Makes: %v", err)
 	}
 }
+
+// TestBindSharesTheSize: a directory of the filesystem bound elsewhere
+// shows only itself, but fills (and reports) the one size with its
+// siblings; Unmount undoes the bind.
+func TestBindSharesTheSize(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	img, top, ws := filepath.Join(base, "ws.img"), filepath.Join(base, "top"), filepath.Join(base, "ws")
+	for _, d := range []string{top, ws} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := loopfs.Make(ctx, img, top, loopfs.MinSize, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loopfs.Unmount(ctx, ws); _ = loopfs.Remove(ctx, img, top) })
+	for _, d := range []string{"root", "tmp"} {
+		if err := os.Mkdir(filepath.Join(top, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := loopfs.Bind(filepath.Join(top, "root"), ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopfs.Bind(filepath.Join(top, "root"), ws); err != nil {
+		t.Errorf("binding again on a bound directory: %v", err)
+	}
+	if ok, err := loopfs.Mounted(ws); !ok || err != nil {
+		t.Fatalf("Mounted = %v, %v", ok, err)
+	}
+	before, _, _ := loopfs.Usage(ws)
+	err := os.WriteFile(filepath.Join(top, "tmp", "big"), bytes.Repeat([]byte("x"), 2*loopfs.MinSize), 0o600)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("filling the sibling: %v, want ENOSPC", err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "f"), bytes.Repeat([]byte("x"), 1<<20), 0o600); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("writing through the bind once the sibling filled the size: %v, want ENOSPC", err)
+	}
+	after, _, _ := loopfs.Usage(ws)
+	if after-before < loopfs.MinSize/2 {
+		t.Errorf("the bind reports %d bytes used, then %d: the sibling's files are not counted", before, after)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) > 1 {
+		t.Errorf("the bind shows %v", entries)
+	}
+	if err := loopfs.Unmount(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := loopfs.Mounted(ws); ok {
+		t.Error("still bound after Unmount")
+	}
+}
