@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,10 @@ type serveConfig struct {
 	// (BROKER_IDENTITY, --identity; default a random one kept in
 	// <stateDir>/identity).
 	Identity string `yaml:"identity"`
+	// DefaultBackend is the backend of a create that names none
+	// (BROKER_DEFAULT_BACKEND, --default-backend): by default docker when
+	// the docker backend is served, else local. It must be served.
+	DefaultBackend string `yaml:"defaultBackend"`
 	// LogLevel is debug, info, warn or error (BROKER_LOG_LEVEL, --log-level).
 	LogLevel string `yaml:"logLevel"`
 	// ShutdownGrace is how long in-flight requests may finish after
@@ -133,6 +138,7 @@ func (c *CLI) applyEnv(cfg *serveConfig) error {
 	str("BROKER_TOKEN_FILE", &cfg.TokenFile)
 	str("BROKER_IDENTITY", &cfg.Identity)
 	str("BROKER_LOG_LEVEL", &cfg.LogLevel)
+	str("BROKER_DEFAULT_BACKEND", &cfg.DefaultBackend)
 	if v := c.Getenv("BROKER_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -222,7 +228,8 @@ func bindFlags(fs *flag.FlagSet) *serveFlags {
 	fs.Var(&f.sshIdentities, "ssh-identity", "ssh backend: private key file to log in with (repeatable; enables the ssh backend)")
 	fs.Var(&f.sshHosts, "ssh-host", "ssh backend: a host workspaces may be created on, name=user@host[:port] (repeatable; enables the ssh backend)")
 	fs.BoolVar(&f.sshAgent, "ssh-agent", false, "ssh backend: also log in with the keys of the ssh-agent at $SSH_AUTH_SOCK (enables the ssh backend)")
-	fs.BoolVar(&f.docker, "docker", false, "enable the docker backend with its defaults (engine at unix:///var/run/docker.sock, image wsbroker/workspace:current)")
+	fs.BoolVar(&f.docker, "docker", false, "enable the docker backend with its defaults (engine at unix:///var/run/docker.sock, image wsbroker/workspace:current) and make it the default backend")
+	fs.StringVar(&f.cfg.DefaultBackend, "default-backend", "", "backend of a workspace created without one: local, docker, ssh or kubernetes, served (default $BROKER_DEFAULT_BACKEND, else docker when served, else local)")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "docker backend: the engine's address, unix:///path or tcp://host:port (enables the docker backend; DOCKER_HOST is not read)")
 	fs.BoolVar(&f.sshInsecure, "ssh-insecure-ignore-host-key", false, "ssh backend: INSECURE, accept any host key (throwaway labs only; logged loudly)")
 	return f
@@ -241,6 +248,8 @@ func (f *serveFlags) apply(fs *flag.FlagSet, cfg *serveConfig) {
 			cfg.Identity = f.cfg.Identity
 		case "log-level":
 			cfg.LogLevel = f.cfg.LogLevel
+		case "default-backend":
+			cfg.DefaultBackend = f.cfg.DefaultBackend
 		case "shutdown-grace":
 			cfg.ShutdownGrace = f.cfg.ShutdownGrace
 		case "max-upload-bytes":
@@ -340,7 +349,39 @@ func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, 
 	if _, err := cfg.MCP.config(); err != nil {
 		return cfg, err
 	}
+	if cfg.DefaultBackend, err = defaultBackend(cfg); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// defaultBackend is the backend of a create that names none: the one
+// configured, else docker when it is served (a user who asks for docker
+// expects the workspaces it creates to be containers), else local.
+func defaultBackend(cfg serveConfig) (string, error) {
+	served := map[string]bool{"local": true, "ssh": cfg.SSH != nil, "docker": cfg.Docker != nil, "kubernetes": cfg.Kubernetes != nil}
+	switch name := cfg.DefaultBackend; {
+	case name == "" && cfg.Docker != nil:
+		return "docker", nil
+	case name == "":
+		return "local", nil
+	case !served[name]:
+		return "", fmt.Errorf("default backend %q is not served (served: %s)", name, strings.Join(servedNames(served), ", "))
+	default:
+		return name, nil
+	}
+}
+
+// servedNames lists the backends served, sorted.
+func servedNames(served map[string]bool) []string {
+	var names []string
+	for name, on := range served {
+		if on {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // processesConfig is the config file's processes: section.

@@ -34,21 +34,21 @@ func TestServeConfigPrecedence(t *testing.T) {
 			name: "defaults",
 			env:  map[string]string{"HOME": "/home/u"},
 			want: serveConfig{Listen: "127.0.0.1:8722", StateDir: "/home/u/.local/state/wsbroker",
-				TokenFile: "/home/u/.local/state/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second,
+				TokenFile: "/home/u/.local/state/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second, DefaultBackend: "local",
 				Local: local.Config{StateDir: "/home/u/.local/state/wsbroker/local"}},
 		},
 		{
 			name: "xdg",
 			env:  map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/xdg"},
 			want: serveConfig{Listen: "127.0.0.1:8722", StateDir: "/xdg/wsbroker",
-				TokenFile: "/xdg/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second,
+				TokenFile: "/xdg/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second, DefaultBackend: "local",
 				Local: local.Config{StateDir: "/xdg/wsbroker/local"}},
 		},
 		{
 			name:  "file",
 			flags: []string{"--config", file},
 			want: serveConfig{Listen: "127.0.0.1:1111", StateDir: "/from/file", TokenFile: "/from/file/token",
-				LogLevel: "warn", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 1024,
+				LogLevel: "warn", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 1024, DefaultBackend: "local",
 				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
@@ -56,7 +56,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 			env: map[string]string{"BROKER_CONFIG": file, "BROKER_LISTEN": "127.0.0.1:2222",
 				"BROKER_TOKEN_FILE": "/env/tok", "BROKER_SHUTDOWN_GRACE": "1s"},
 			want: serveConfig{Listen: "127.0.0.1:2222", StateDir: "/from/file", TokenFile: "/env/tok",
-				LogLevel: "warn", ShutdownGrace: time.Second, MaxUploadBytes: 1024,
+				LogLevel: "warn", ShutdownGrace: time.Second, MaxUploadBytes: 1024, DefaultBackend: "local",
 				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
@@ -64,7 +64,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 			env:   map[string]string{"BROKER_CONFIG": file, "BROKER_LISTEN": "127.0.0.1:2222", "BROKER_STATE_DIR": "/env/state"},
 			flags: []string{"--listen", "127.0.0.1:3333", "--log-level", "debug", "--max-upload-bytes", "7"},
 			want: serveConfig{Listen: "127.0.0.1:3333", StateDir: "/env/state", TokenFile: "/env/state/token",
-				LogLevel: "debug", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 7,
+				LogLevel: "debug", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 7, DefaultBackend: "local",
 				Local: local.Config{StateDir: "/env/state/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 	}
@@ -163,6 +163,7 @@ func TestDocumentedConfigExampleLoads(t *testing.T) {
 stateDir: /var/lib/wsbroker
 tokenFile: /etc/wsbroker/token   # default <stateDir>/token
 logLevel: info                   # debug, info, warn, error
+defaultBackend: docker           # of a create naming none; default docker when served, else local
 shutdownGrace: 10s
 maxUploadBytes: 268435456
 maxArchiveBytes: 1073741824       # file content of one tar in or out (broker cp)
@@ -195,7 +196,7 @@ http:                            # limits against hostile clients (docs/security
 	if err := loadConfigFile(path, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.StateDir != "/var/lib/wsbroker" || cfg.Local.KillGrace != 2*time.Second || cfg.Local.Shell != "/bin/bash" || cfg.MaxUploadBytes != 256<<20 {
+	if cfg.StateDir != "/var/lib/wsbroker" || cfg.DefaultBackend != "docker" || cfg.Local.KillGrace != 2*time.Second || cfg.Local.Shell != "/bin/bash" || cfg.MaxUploadBytes != 256<<20 {
 		t.Fatalf("loaded %+v", cfg)
 	}
 	if cfg.Local.Cgroups != "auto" || cfg.Local.Limits.MemoryBytes != 2<<30 || cfg.Local.Limits.Pids != 1024 || cfg.Local.Limits.CPU != 2 {

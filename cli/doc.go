@@ -40,6 +40,7 @@
 //	tokenFile: /etc/wsbroker/token   # default <stateDir>/token
 //	identity: wsb-3f9a0c12d4e5       # default a random one kept in <stateDir>/identity
 //	logLevel: info                   # debug, info, warn, error
+//	defaultBackend: docker           # of a create naming none; default docker when served, else local
 //	shutdownGrace: 10s
 //	maxUploadBytes: 268435456
 //	maxArchiveBytes: 1073741824       # file content of one tar in or out (broker cp)
@@ -82,6 +83,9 @@
 // --docker or --docker-host is given (--docker=false turns the file's
 // section off). serve then connects to the engine at start and stops with
 // an error when it does not answer; without either, no engine is needed.
+// Served, docker is the backend of a create that names none, unless
+// defaultBackend (BROKER_DEFAULT_BACKEND, --default-backend) names another
+// served one; serve says which at start.
 // The injected SFTP server, wsb-sftp-server (make build puts it in bin/
 // beside the broker), is looked for beside the broker's executable, then
 // on PATH.

@@ -116,6 +116,60 @@ func TestServeDockerConfig(t *testing.T) {
 	})
 }
 
+// TestServeDefaultBackend: serving docker (--docker, --docker-host or a
+// docker section) makes it the backend of a create that names none, a
+// configured default wins, and a default that is not served stops serve.
+// Nothing here reaches the engine.
+func TestServeDefaultBackend(t *testing.T) {
+	cases := []struct {
+		name, file string
+		env        map[string]string
+		flags      []string
+		want       string // the default, or the error it stops with
+	}{
+		{name: "zero config", want: "local"},
+		{name: "--docker", flags: []string{"--docker"}, want: "docker"},
+		{name: "--docker-host", flags: []string{"--docker-host", "tcp://h:2376"}, want: "docker"},
+		{name: "docker section", file: "docker: {}\n", want: "docker"},
+		{name: "section turned off", file: "docker: {}\n", flags: []string{"--docker=false"}, want: "local"},
+		{name: "ssh alone", flags: []string{"--ssh-insecure-ignore-host-key"}, want: "local"},
+		{name: "file's default", file: "defaultBackend: local\ndocker: {}\n", want: "local"},
+		{name: "env over file", file: "defaultBackend: local\ndocker: {}\n", env: map[string]string{"BROKER_DEFAULT_BACKEND": "docker"}, want: "docker"},
+		{name: "flag over env", env: map[string]string{"BROKER_DEFAULT_BACKEND": "docker"}, flags: []string{"--docker", "--default-backend", "local"}, want: "local"},
+		{name: "not served", flags: []string{"--default-backend", "docker"}, want: `default backend "docker" is not served (served: local)`},
+		{name: "unknown", flags: []string{"--docker", "--default-backend", "dokker"}, want: `default backend "dokker" is not served (served: docker, local)`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{"HOME": dir}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			if tc.file != "" {
+				env["BROKER_CONFIG"] = filepath.Join(dir, "broker.yaml")
+				if err := os.WriteFile(env["BROKER_CONFIG"], []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &CLI{Stderr: &strings.Builder{}, Getenv: envMap(env)}
+			fs := c.flagSet("serve", "")
+			f := bindFlags(fs)
+			if err := parse(fs, tc.flags); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := c.resolveServeConfig(fs, f)
+			got := cfg.DefaultBackend
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Fatalf("default backend: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestServeDockerBackendReachesEngine: the backend serve builds from a
 // config file creates a container on the local engine and runs a command
 // in it with the hardened defaults.

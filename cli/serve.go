@@ -88,6 +88,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	bcfg := broker.Config{
 		MCP:               mcpCfg,
 		Addr:              cfg.Listen,
+		DefaultBackend:    cfg.DefaultBackend,
 		Tenants:           reg,
 		Audit:             auditLog,
 		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
@@ -115,7 +116,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		return buildTenants(fresh, c.configFile(f))
 	}, logger)
 	logger.Info("broker starting", "listen", ln.Addr().String(), "identity", cfg.Identity, "state_dir", cfg.StateDir,
-		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)))
+		"token_file", cfg.TokenFile, "backends", slices.Sorted(maps.Keys(backends)), "default_backend", cfg.DefaultBackend)
 	c.printNextStep(cfg, ln.Addr(), tlsCfg != nil)
 	return serveUntilStopped(ctx, srv, ln, logger)
 }
@@ -192,11 +193,12 @@ func (c *CLI) printNextStep(cfg serveConfig, addr net.Addr, tls bool) {
 	}
 	cmd := strings.TrimSpace(strings.Join(env, " ") + " " + programName() + " ws create")
 	fmt.Fprintf(c.Stdout, "broker: serving %s; %s.\n"+
+		"A workspace created without a backend is a %s one (ws create --backend picks another).\n"+
 		"Next, from another shell, create a workspace (it prints the id):\n"+
 		"  %s\n"+
 		"or with curl:\n"+
 		"  curl -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' -d '{}' %s/v1/workspaces\n",
-		url, where, cmd, auth, url)
+		url, where, cfg.DefaultBackend, cmd, auth, url)
 }
 
 // programName is how the user ran this binary (./bin/broker), so the

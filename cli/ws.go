@@ -39,7 +39,7 @@ func wsSummary() string {
 func (c *CLI) wsCreate(ctx context.Context, args []string) error {
 	fs := c.flagSet("ws create", "[--backend local] [--options '<json>'] [--json]")
 	cf := c.addClientFlags(fs)
-	backend := fs.String("backend", "", "backend of the new workspace (default: the broker's, local)")
+	backend := fs.String("backend", "", "backend of the new workspace (default: the broker's default backend: docker when it serves docker, else local)")
 	options := fs.String("options", "", "the backend's creation options, as JSON")
 	asJSON := fs.Bool("json", false, "print the whole workspace object as JSON instead of its id")
 	var env, secrets envList
