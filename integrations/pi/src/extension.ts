@@ -15,18 +15,20 @@
 //                                           the created workspace's secrets (redacted from output)
 //   --broker-process-tools / BROKER_PROCESS_TOOLS
 //                                           "off" leaves out the background process tools
+//
+// The tools are built with the factories of the pi that loaded the
+// extension, found from the factory's callers (src/host.ts), never with
+// another copy of pi that the extension's folder happens to hold.
 import { readFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { pi } from "./pi.js";
+import { type Pi, callerFiles, loadHostPi } from "./host.js";
 import { BrokerClient, type EnvVar, type WorkspaceInfo } from "./client.js";
 import { DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
 import { PROCESS_TOOL_NAMES, processTools } from "./process-tools.js";
 import { type AnyToolDefinition, type BrokerTools, brokerTools, userBashOperations } from "./tools.js";
 import { Workspace } from "./workspace.js";
-
-const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
 
 export interface ExtensionSettings {
 	url: string;
@@ -88,9 +90,10 @@ export function resolveSettings(flag: (name: string) => string | undefined, env:
 	};
 }
 
-/** Creates (or attaches to) the workspace and builds the tools for it. */
+/** Creates (or attaches to) the workspace and builds the tools for it with pi's factories. */
 export async function connect(
 	s: ExtensionSettings,
+	pi: Pi,
 ): Promise<{ info: WorkspaceInfo; tools: BrokerTools; client: BrokerClient; workspace: Workspace; created: boolean }> {
 	const client = new BrokerClient(s.url, s.token);
 	const created = !s.workspace;
@@ -107,6 +110,7 @@ export async function connect(
 		root: info.root,
 		client,
 		envAllowlist: s.envAllowlist,
+		pi,
 	});
 	return { info, tools, client, workspace: new Workspace(client, info.id), created };
 }
@@ -122,7 +126,9 @@ export function rewritePromptCwd(prompt: string, root: string, label: string): s
 		.replace(/^<cwd>\n.*\n<\/cwd>$/m, () => `<cwd>\n${root} (${label})\n</cwd>`);
 }
 
-export default function wsbroker(pi: ExtensionAPI): void {
+export default async function wsbroker(pi: ExtensionAPI): Promise<void> {
+	// Before any await: the callers are pi's extension loader.
+	const runningPi = await loadHostPi(callerFiles());
 	pi.registerFlag("broker-url", { description: "wsbroker: broker URL (default $BROKER_URL or http://127.0.0.1:8722)", type: "string" });
 	pi.registerFlag("broker-workspace", { description: "wsbroker: attach to this workspace id instead of creating one", type: "string" });
 	pi.registerFlag("broker-backend", { description: "wsbroker: backend of the created workspace (local, docker, ssh)", type: "string" });
@@ -138,13 +144,13 @@ export default function wsbroker(pi: ExtensionAPI): void {
 	// waits for session_start, which has the flags. Without a workspace a
 	// call fails: it never falls back to running on the host.
 	const metadata = [
-		createReadToolDefinition("/"),
-		createBashToolDefinition("/"),
-		createEditToolDefinition("/"),
-		createWriteToolDefinition("/"),
-		createGrepToolDefinition("/"),
-		createFindToolDefinition("/"),
-		createLsToolDefinition("/"),
+		runningPi.createReadToolDefinition("/"),
+		runningPi.createBashToolDefinition("/"),
+		runningPi.createEditToolDefinition("/"),
+		runningPi.createWriteToolDefinition("/"),
+		runningPi.createGrepToolDefinition("/"),
+		runningPi.createFindToolDefinition("/"),
+		runningPi.createLsToolDefinition("/"),
 	] as unknown as AnyToolDefinition[];
 	const noWorkspace = (name: string) => new Error(`wsbroker: no workspace${failure ? `: ${failure.message}` : " yet"}; the ${name} tool did not run`);
 	for (const def of metadata) {
@@ -161,7 +167,7 @@ export default function wsbroker(pi: ExtensionAPI): void {
 	for (const def of processTools(() => {
 		if (!state) throw noWorkspace("process");
 		return state.workspace;
-	})) {
+	}, runningPi)) {
 		pi.registerTool(def);
 	}
 
@@ -177,7 +183,7 @@ export default function wsbroker(pi: ExtensionAPI): void {
 				const ours = new Set<string>(PROCESS_TOOL_NAMES);
 				pi.setActiveTools(pi.getActiveTools().filter((n) => !ours.has(n)));
 			}
-			const c = await connect(settings);
+			const c = await connect(settings, runningPi);
 			state = { info: c.info, tools: c.tools, workspace: c.workspace, byName: Object.fromEntries(c.tools.all.map((t) => [t.name, t])) };
 			failure = undefined;
 			const what = `${c.info.id} (${c.info.backend}) at ${c.info.root}`;

@@ -3,12 +3,10 @@
 // call and waits for it, so these start a background process, read its
 // output by cursor, write to its stdin, and stop it (docs/api.md,
 // "Background processes"). Their output is cut as pi cuts bash's.
-import { pi } from "./pi.js";
+import type { Pi } from "./host.js";
 import type { ExecExit } from "./client.js";
 import type { AnyToolDefinition } from "./tools.js";
 import { type BackgroundProcess, type SignalName, Workspace } from "./workspace.js";
-
-const { truncateTail, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, formatSize } = pi;
 
 /** The names of the process tools, in the order they are registered. */
 export const PROCESS_TOOL_NAMES = ["process_start", "process_output", "process_write", "process_kill", "process_list"] as const;
@@ -28,8 +26,10 @@ interface ToolResultOf {
 /**
  * The process tools over one workspace. `ws` may be a function, for a
  * workspace known only later (the extension connects at session start).
+ * pi is the running pi's module: its output cutting and size format.
  */
-export function processTools(ws: Workspace | (() => Workspace)): AnyToolDefinition[] {
+export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyToolDefinition[] {
+	const { truncateTail, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, formatSize } = pi;
 	const get = typeof ws === "function" ? ws : () => ws;
 	// Where the model's last read of each process ended, so process_output
 	// answers what is new without the model keeping offsets.

@@ -8,12 +8,12 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as posix from "node:path/posix";
 import type { BashOperations, BashToolDetails, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { pi } from "./pi.js";
+import type { Pi } from "./host.js";
 import { BrokerClient, type ToolResult } from "./client.js";
 import { type BrokerOperationsOptions, WorkspaceRoutes, brokerOperations } from "./operations.js";
 import { workspaceArgPath } from "./paths.js";
 
-const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } = pi;
+type Factories = Pick<Pi, "createBashToolDefinition" | "createEditToolDefinition" | "createFindToolDefinition" | "createGrepToolDefinition" | "createLsToolDefinition" | "createReadToolDefinition" | "createWriteToolDefinition">;
 
 export interface BrokerToolsOptions extends BrokerOperationsOptions {
 	/** The workspace root (POSIX): the tools' working directory. */
@@ -26,6 +26,12 @@ export interface BrokerToolsOptions extends BrokerOperationsOptions {
 	bashOutputDir?: string;
 	/** pi's shellCommandPrefix setting, prepended to every bash command. */
 	commandPrefix?: string;
+	/**
+	 * pi's coding-agent module whose tool factories build the tools: the
+	 * running pi's (the extension passes the pi that loaded it), e.g.
+	 * `await import("@earendil-works/pi-coding-agent")`.
+	 */
+	pi: Pi;
 }
 
 // One tool of pi's, whatever its schema (for lists; each tool keeps its
@@ -34,13 +40,13 @@ export interface BrokerToolsOptions extends BrokerOperationsOptions {
 export type AnyToolDefinition = ToolDefinition<any, any>;
 
 export interface BrokerTools {
-	read: ReturnType<typeof createReadToolDefinition>;
-	bash: ReturnType<typeof createBashToolDefinition>;
-	edit: ReturnType<typeof createEditToolDefinition>;
-	write: ReturnType<typeof createWriteToolDefinition>;
-	grep: ReturnType<typeof createGrepToolDefinition>;
-	find: ReturnType<typeof createFindToolDefinition>;
-	ls: ReturnType<typeof createLsToolDefinition>;
+	read: ReturnType<Factories["createReadToolDefinition"]>;
+	bash: ReturnType<Factories["createBashToolDefinition"]>;
+	edit: ReturnType<Factories["createEditToolDefinition"]>;
+	write: ReturnType<Factories["createWriteToolDefinition"]>;
+	grep: ReturnType<Factories["createGrepToolDefinition"]>;
+	find: ReturnType<Factories["createFindToolDefinition"]>;
+	ls: ReturnType<Factories["createLsToolDefinition"]>;
 	/** The seven in pi's order: read, bash, edit, write, grep, find, ls. */
 	all: AnyToolDefinition[];
 	/** The client the tools use. */
@@ -54,6 +60,8 @@ const HAS_SPILL = /pi-bash-[0-9a-f]{16}\.log/;
 
 /** pi's seven tools, executing in the broker workspace. */
 export function brokerTools(opts: BrokerToolsOptions): BrokerTools {
+	const { createBashToolDefinition, createEditToolDefinition, createFindToolDefinition, createGrepToolDefinition, createLsToolDefinition, createReadToolDefinition, createWriteToolDefinition } =
+		opts.pi;
 	const client = opts.client ?? new BrokerClient(opts.url, opts.token);
 	const o: BrokerOperationsOptions = { ...opts, client };
 	const root = opts.root;

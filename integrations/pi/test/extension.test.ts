@@ -3,7 +3,7 @@
 // tools, the `!` commands and the prompt's working directory all end up in
 // the broker workspace.
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -62,6 +62,26 @@ async function modelSetup(faux: Faux): Promise<Record<string, unknown>> {
 
 const extensionPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/extension.js");
 
+/**
+ * The extension as the README builds it: integrations/pi's package.json,
+ * the compiled dist/src, and integrations/pi's node_modules (with pi 0.73.1,
+ * whatever pi runs the test), in a folder of its own.
+ */
+function extensionLayout(): { dir: string; extension: string; remove(): void } {
+	let pkg = path.dirname(extensionPath);
+	while (!existsSync(path.join(pkg, "package.json")) || JSON.parse(readFileSync(path.join(pkg, "package.json"), "utf8")).name !== "@wsbroker/pi") {
+		assert.notEqual(path.dirname(pkg), pkg, "integrations/pi's package.json not found above the test");
+		pkg = path.dirname(pkg);
+	}
+	const old = JSON.parse(readFileSync(path.join(pkg, "node_modules", "@mariozechner", "pi-coding-agent", "package.json"), "utf8"));
+	assert.equal(old.version, "0.73.1", "integrations/pi/node_modules holds pi 0.73.1 (npm ci)");
+	const dir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-ext-"));
+	copyFileSync(path.join(pkg, "package.json"), path.join(dir, "package.json"));
+	cpSync(path.dirname(extensionPath), path.join(dir, "dist", "src"), { recursive: true });
+	symlinkSync(path.join(pkg, "node_modules"), path.join(dir, "node_modules"));
+	return { dir, extension: path.join(dir, "dist", "src", "extension.js"), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 describe("the pi extension, loaded by pi", () => {
 	let broker: RunningBroker;
 	let hostDir: string;
@@ -86,13 +106,17 @@ describe("the pi extension, loaded by pi", () => {
 	// tested: 0.73.1 has AuthStorage and ModelRegistry, 0.85+ a ModelRuntime
 	// that the faux provider is registered in.
 	const SEVEN = ["read", "bash", "edit", "write", "grep", "find", "ls"];
-	const piSession = async (faux: Faux, tools: string[] = SEVEN) => {
+	// where: the extension files given to pi (default: the one under test)
+	// and pi's agent folder, whose extensions/ pi also loads.
+	const piSession = async (faux: Faux, tools: string[] = SEVEN, where: { cwd?: string; extensions?: string[]; agentDir?: string } = {}) => {
 		const settingsManager = SettingsManager.inMemory();
+		const cwd = where.cwd ?? hostDir;
+		const agent = where.agentDir ?? agentDir;
 		const loader = new DefaultResourceLoader({
-			cwd: hostDir,
-			agentDir,
+			cwd,
+			agentDir: agent,
 			settingsManager,
-			additionalExtensionPaths: [extensionPath],
+			additionalExtensionPaths: where.extensions ?? [extensionPath],
 			noSkills: true,
 			noPromptTemplates: true,
 			noThemes: true,
@@ -100,12 +124,12 @@ describe("the pi extension, loaded by pi", () => {
 		});
 		await loader.reload();
 		const { session, extensionsResult } = await createAgentSession({
-			cwd: hostDir,
-			agentDir,
+			cwd,
+			agentDir: agent,
 			model: faux.getModel(),
 			...(await modelSetup(faux)),
 			resourceLoader: loader,
-			sessionManager: SessionManager.inMemory(hostDir),
+			sessionManager: SessionManager.inMemory(cwd),
 			settingsManager,
 			tools,
 		});
@@ -179,6 +203,73 @@ describe("the pi extension, loaded by pi", () => {
 			session.dispose();
 		} finally {
 			faux.unregister();
+		}
+	});
+
+	// Issue 38: pi loads an extension through jiti, whose native import comes
+	// first and ignores pi's aliases, so a bare import of pi's name from the
+	// extension's file found the pi 0.73.1 that the README's `npm ci` puts
+	// beside it, and pi 1.6.0 ran 0.73.1's tools. Here the built extension
+	// sits as the README builds it (its folder's node_modules holding pi
+	// 0.73.1) and in pi's own extensions folder; the tool results must be
+	// those of the running pi's built-ins on a host directory.
+	test("the tools are those of the pi that loads the extension, with pi 0.73.1 beside it", async () => {
+		const layout = extensionLayout();
+		const script = () => [
+			() => fauxAssistantMessage(fauxToolCall("write", { path: "hello.py", content: "print('hi')\nprint('bye')\n" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("edit", { path: "hello.py", edits: [{ oldText: "'hi'", newText: "'hello'" }] }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("bash", { command: "echo oops; exit 3" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxToolCall("read", { path: "hello.py" }), { stopReason: "toolUse" }),
+			() => fauxAssistantMessage(fauxText("done")),
+		];
+		const run = async (where: { cwd?: string; extensions?: string[]; agentDir?: string }, root: string) => {
+			const faux = newFaux();
+			faux.setResponses(script());
+			try {
+				const session = await piSession(faux, SEVEN, where);
+				await session.bindExtensions({});
+				await session.prompt("write, edit, fail, read");
+				const out = session.messages
+					.filter((m) => m.role === "toolResult")
+					.map((m) => ({
+						tool: m.toolName,
+						isError: m.isError,
+						text: m.content.map((c) => (c.type === "text" ? c.text : "")).join("").split(root).join("<root>"),
+						details: JSON.stringify(m.details ?? null).split(root).join("<root>"),
+					}));
+				session.dispose();
+				return out;
+			} finally {
+				faux.unregister();
+			}
+		};
+		const builtinDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-builtin-"));
+		const builtinAgent = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-agent-"));
+		const folderAgent = mkdtempSync(path.join(os.tmpdir(), "wsbroker-pi-agent-"));
+		try {
+			const want = await run({ cwd: builtinDir, extensions: [], agentDir: builtinAgent }, builtinDir);
+			assert.deepEqual(
+				want.map((r) => r.tool),
+				["write", "edit", "bash", "read"],
+			);
+			// pi's own extensions folder: a package with a "pi" manifest.
+			mkdirSync(path.join(folderAgent, "extensions"));
+			symlinkSync(layout.dir, path.join(folderAgent, "extensions", "wsbroker"));
+			const layouts: Array<[string, { extensions: string[]; agentDir?: string }]> = [
+				["the README's layout", { extensions: [layout.extension] }],
+				["pi's extensions folder", { extensions: [], agentDir: folderAgent }],
+			];
+			for (const [name, where] of layouts) {
+				const ws = await broker.workspace("local");
+				process.env.BROKER_URL = broker.url;
+				process.env.BROKER_TOKEN = broker.token;
+				process.env.BROKER_WORKSPACE = ws.id;
+				assert.deepEqual(await run(where, ws.root), want, `${name}: pi ${pi.VERSION}'s built-in results`);
+			}
+			assert.deepEqual(readdirSync(hostDir), []);
+		} finally {
+			layout.remove();
+			for (const d of [builtinDir, builtinAgent, folderAgent]) rmSync(d, { recursive: true, force: true });
 		}
 	});
 
@@ -261,7 +352,7 @@ describe("the pi extension, loaded by pi", () => {
 
 	test("--broker-secret-env puts pi's values in a created workspace, redacted from output", async () => {
 		const env = { BROKER_URL: broker.url, BROKER_TOKEN: broker.token, BROKER_SECRET_ENV: "GH_TOKEN", GH_TOKEN: "ghp-7c1e5a9f" };
-		const c = await connect(resolveSettings(() => undefined, env));
+		const c = await connect(resolveSettings(() => undefined, env), pi);
 		try {
 			assert.deepEqual(c.info.env, [{ name: "GH_TOKEN", secret: true }]);
 			const p = await c.workspace.startProcess({ command: 'echo "token=$GH_TOKEN"' });
@@ -270,7 +361,7 @@ describe("the pi extension, loaded by pi", () => {
 			for await (const ev of c.workspace.logs(p.id)) if (ev.type === "output") out += ev.data.toString("utf8");
 			assert.equal(out, "token=[REDACTED:GH_TOKEN]\n");
 			// Attaching cannot set them: the broker never answers the values it would replace.
-			await assert.rejects(connect(resolveSettings(() => undefined, { ...env, BROKER_WORKSPACE: c.info.id })), /sets a created workspace's environment/);
+			await assert.rejects(connect(resolveSettings(() => undefined, { ...env, BROKER_WORKSPACE: c.info.id }), pi), /sets a created workspace's environment/);
 		} finally {
 			await broker.client.deleteWorkspace(c.info.id);
 			c.client.close();
@@ -278,7 +369,7 @@ describe("the pi extension, loaded by pi", () => {
 	});
 
 	test("connect creates a workspace when none is named", async () => {
-		const c = await connect(resolveSettings(() => undefined, { BROKER_URL: broker.url, BROKER_TOKEN: broker.token }));
+		const c = await connect(resolveSettings(() => undefined, { BROKER_URL: broker.url, BROKER_TOKEN: broker.token }), pi);
 		assert.equal(c.created, true);
 		assert.match(c.info.id, /^ws_/);
 		const got = await broker.client.getWorkspace(c.info.id);

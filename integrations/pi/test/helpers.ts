@@ -325,6 +325,6 @@ export function piLocalTools(dir: string): Record<string, AnyToolDefinition> {
 
 /** brokerTools on a workspace of broker, by name. */
 export function brokerToolsByName(broker: RunningBroker, ws: WorkspaceInfo): { tools: Record<string, AnyToolDefinition>; close(): void } {
-	const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root: ws.root });
+	const t = brokerTools({ url: broker.url, token: broker.token, workspace: ws.id, root: ws.root, pi });
 	return { tools: Object.fromEntries(t.all.map((d) => [d.name, d])), close: () => t.client.close() };
 }

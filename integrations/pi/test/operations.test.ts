@@ -42,7 +42,7 @@ for (const backend of ["local", "docker"] as const) {
 			ws = info.id;
 			root = info.root;
 			ops = brokerOperations({ url: broker.url, token: broker.token, workspace: ws, envAllowlist: ["PI_TEST_ALLOWED"] });
-			tools = brokerTools({ url: broker.url, token: broker.token, workspace: ws, root, envAllowlist: ["PI_TEST_ALLOWED"] });
+			tools = brokerTools({ url: broker.url, token: broker.token, workspace: ws, root, envAllowlist: ["PI_TEST_ALLOWED"], pi });
 		});
 		after(async () => {
 			ops?.client.close();

@@ -12,6 +12,7 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { BrokerClient } from "../src/client.js";
 import { processTools } from "../src/process-tools.js";
+import { pi } from "../src/pi.js";
 import type { AnyToolDefinition } from "../src/tools.js";
 import { type LogEvent, Workspace } from "../src/workspace.js";
 import { type RunningBroker, rejection, startBroker, textOf } from "./helpers.js";
@@ -258,7 +259,7 @@ describe("the process tools", () => {
 	before(async () => {
 		broker = await startBroker();
 		const w = new Workspace(broker.client, (await broker.workspace("local")).id);
-		tools = Object.fromEntries(processTools(w).map((t) => [t.name, t]));
+		tools = Object.fromEntries(processTools(w, pi).map((t) => [t.name, t]));
 	});
 	after(async () => {
 		await broker?.stop();
