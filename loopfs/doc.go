@@ -5,7 +5,9 @@
 // writes (a tool, a command, a background process the call left behind,
 // a file at a path longer than PATH_MAX): the kernel answers ENOSPC inside
 // the workspace, and deleting always works. Its use is one statfs away, so
-// a quota needs no walk of the tree.
+// a quota needs no walk of the tree. Bind shows one directory of such a
+// filesystem elsewhere: the local backend binds a workspace's root from it
+// and keeps the workspace's /tmp beside it, so both fill the one size.
 //
 // It needs root, mkfs.ext4 (e2fsprogs), mount and umount (util-linux) and
 // loop devices; Probe says whether the host has them. The image is
