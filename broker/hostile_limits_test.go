@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/wire"
 )
@@ -104,5 +105,24 @@ func TestDefaultWorkspaceQuota(t *testing.T) {
 	p := e.problem(403, "denied", "POST", "/v1/workspaces", map[string]any{})
 	if !strings.Contains(p.Detail, fmt.Sprintf("of %d workspaces", tenant.DefaultWorkspaces)) {
 		t.Fatalf("past the default quota: %+v", p)
+	}
+}
+
+// TestCreateCannotRaiseTheLocalLimits: a create over HTTP asking for more
+// than the local backend's limits (here its defaults, 2 GiB and 4096
+// pids) is refused with invalid, naming each limit and both values, and
+// no workspace is made (issue 37, finding 2).
+func TestCreateCannotRaiseTheLocalLimits(t *testing.T) {
+	testutil.RequireRoot(t) // limits need cgroups
+	e := newEnv(t, nil)
+	p := e.problem(400, "invalid", "POST", "/v1/workspaces", map[string]any{
+		"options": map[string]any{"limits": map[string]any{"memoryBytes": 64 << 30, "pids": 1_000_000}}})
+	for _, want := range []string{"limits.memoryBytes 68719476736", "of 2147483648", "limits.pids 1000000", "of 4096"} {
+		if !strings.Contains(p.Detail, want) {
+			t.Errorf("the refusal %q does not name %q", p.Detail, want)
+		}
+	}
+	if all, err := e.backend.List(t.Context()); err != nil || len(all) != 0 {
+		t.Fatalf("workspaces after the refusal: %v %v", all, err)
 	}
 }
