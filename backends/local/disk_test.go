@@ -264,3 +264,54 @@ func TestNoDiskLimitIsWarned(t *testing.T) {
 		t.Errorf("start with a size the host cannot hold logged %q", out)
 	}
 }
+
+// TestDiskOfTheOldLayoutStillMounts: a workspace made before its /tmp
+// moved onto its filesystem (the image mounted on its directory itself)
+// is found again after a reboot, still limited, and Destroy removes it.
+func TestDiskOfTheOldLayoutStillMounts(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	dir, img := filepath.Join(state, "workspaces", "old"), filepath.Join(state, "disks", "old.img")
+	for _, d := range []string{dir, filepath.Dir(img), filepath.Join(state, "limits")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := loopfs.Make(ctx, img, dir, diskSize, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loopfs.Remove(ctx, img, dir) })
+	if err := os.WriteFile(filepath.Join(dir, "keep"), []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "limits", "old.json"), mustJSON(map[string]int64{"diskBytes": diskSize}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopfs.Unmount(ctx, dir); err != nil { // a reboot
+		t.Fatal(err)
+	}
+	found, err := newBackend(t, local.Config{StateDir: state}).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw, ok := found["old"].(*local.Workspace)
+	if !ok {
+		t.Fatalf("List found %v", found)
+	}
+	if got := readFile(t, lw, "keep"); got != "kept\n" {
+		t.Errorf("keep = %q", got)
+	}
+	if d, err := lw.Disk(); err != nil || d.LimitBytes != diskSize {
+		t.Errorf("Disk() = %+v, %v", d, err)
+	}
+	if err := lw.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := loopfs.Mounted(dir); ok {
+		t.Error("still mounted after Destroy")
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("image after Destroy: %v", err)
+	}
+}
