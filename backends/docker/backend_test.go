@@ -100,6 +100,9 @@ func TestSecureDefaults(t *testing.T) {
 		if m.Destination == "/workspace" && m.Type == "volume" && m.RW {
 			sawVolume = true
 		}
+		if m.Destination == docker.AgentRunDir && (m.RW || m.Type != "bind") {
+			t.Errorf("the agent's run directory mount is %+v, want read-only bind", m)
+		}
 		if m.Destination == docker.InjectedSFTPServer && (m.RW || m.Type != "bind") {
 			t.Errorf("injected sftp server mount is %+v, want read-only bind", m)
 		}

@@ -61,9 +61,12 @@ type Config struct {
 	// workspace, whoever writes, and rm always works. A create request may
 	// ask for less, or for any size of 8 MiB or more when none is
 	// configured. It needs the broker to run as root on the engine's own
-	// host (a unix socket engine); where it cannot, a configured size
-	// falls back to none, logged at start, and a requested one is
-	// refused. Zero: the volume lives on the engine's disk, unbounded.
+	// host (a unix socket engine) with loop devices; where it cannot, a
+	// configured size falls back to none, logged at start, and a
+	// requested one is refused. Zero: DefaultDisk where the host can,
+	// else (and always with pools, whose members cannot have one) the
+	// volume lives on the engine's disk, unbounded, with a warning at
+	// start. -1: unbounded on purpose, also warned.
 	Disk ByteSize `json:"disk" yaml:"disk"`
 	// DiskDir holds the workspace filesystems' images and mount points on
 	// the engine's host. Empty: wsbroker-disks-<hash of the identity> in
@@ -181,6 +184,11 @@ const MaxPoolSize = warmpool.MaxSize
 // validIdentity is the form of a broker identity: a label value that
 // reads well in `docker ps --filter`.
 var validIdentity = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// DefaultDisk is each workspace volume's filesystem when disk is not set
+// and the host can give volumes filesystems of their own (the kubernetes
+// backend's default too).
+const DefaultDisk = ByteSize(1 << 30)
 
 // Defaults.
 const (
@@ -371,6 +379,9 @@ func (c Config) Validate() error {
 		pools[i] = warmpool.Spec{Name: p.Name, Size: p.Size}
 	}
 	errs = append(errs, warmpool.Check(pools, validIdentity.MatchString)...)
+	if c.Disk < -1 {
+		add("disk %d: want a size, 0 for the default or -1 for none", c.Disk)
+	}
 	if len(c.Pools) > 0 && c.Disk > 0 {
 		add("pools cannot be used with disk: each workspace's filesystem is made for it at create")
 	}

@@ -20,17 +20,37 @@ import (
 // its size in bytes.
 const LabelDisk = "wsbroker.disk"
 
-// setupDisks decides whether the configured Disk holds: the broker must be
-// root on the engine's own host (the volume is a host directory the
-// engine bind-mounts). Where it cannot, workspaces get no size limit,
-// said once here.
+// unboundedWarning is what a start says when workspace volumes have no
+// size limit.
+const unboundedWarning = "workspace volumes are unbounded: a workspace can fill the engine's disk"
+
+// setupDisks decides whether the configured Disk holds, or the default
+// one when none is: the broker must be root on the engine's own host (the
+// volume is a host directory the engine bind-mounts) with loop devices.
+// Where it cannot, workspaces get no size limit, said once here.
 func (b *Backend) setupDisks() {
 	c := &b.cfg
 	if c.DiskDir == "" {
 		sum := sha256.Sum256([]byte(c.Identity))
 		c.DiskDir = filepath.Join(os.TempDir(), "wsbroker-disks-"+hex.EncodeToString(sum[:6]))
 	}
-	if c.Disk == 0 {
+	switch {
+	case c.Disk < 0:
+		c.Disk = 0
+		b.logger.Warn(unboundedWarning, "why", "disk is -1 in the configuration")
+		return
+	case c.Disk == 0 && len(c.Pools) > 0:
+		b.logger.Warn(unboundedWarning, "why", "a warm pool's members cannot have filesystems of their own (disk)")
+		return
+	case c.Disk == 0:
+		if err := b.diskProbe(); err != nil {
+			b.logger.Warn(unboundedWarning, "why", "disk is not set, and this host cannot give a volume a filesystem of its own "+
+				"(it takes a root broker on the engine's host, with loop devices)", "err", err)
+			return
+		}
+		c.Disk = DefaultDisk
+		b.logger.Info("disk limits enforced by the kernel: each workspace volume is a filesystem of its own of the default size",
+			"disk", c.Disk, "dir", c.DiskDir)
 		return
 	}
 	if err := b.diskProbe(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,5 +132,65 @@ func TestVolumeDiskAfterAReboot(t *testing.T) {
 	}
 	if d, err := got.Disk(); err != nil || d.LimitBytes != 16<<20 {
 		t.Errorf("after the reboot: Disk() = %+v, %v", d, err)
+	}
+}
+
+// loggedBackend is newBackend with its log in logs.
+func loggedBackend(t *testing.T, logs *testutil.LockedBuffer, opts ...func(*docker.Config)) *docker.Backend {
+	t.Helper()
+	testutil.RequireDocker(t)
+	testutil.RequireImage(t, testImage)
+	cfg := docker.NewConfig()
+	cfg.Identity = testutil.BrokerIdentity
+	cfg.SFTPServerBinary = sftpBinary
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := docker.New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestVolumesAreBoundedByDefault (issue 37, finding 10): with no disk
+// configured, a host that can give volumes filesystems of their own
+// gives each one of DefaultDisk, so a workspace cannot fill the engine's
+// disk; where it cannot, or with disk -1, the start says the volumes are
+// unbounded.
+func TestVolumesAreBoundedByDefault(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	var logs testutil.LockedBuffer
+	b := loggedBackend(t, &logs, func(c *docker.Config) { c.DiskDir = t.TempDir() })
+	ws := create(t, b, nil)
+	if d, err := ws.Disk(); err != nil || d.LimitBytes != int64(docker.DefaultDisk) {
+		t.Errorf("Disk() with no disk configured = %+v, %v; want a limit of %d", d, err, int64(docker.DefaultDisk))
+	}
+	if got := sh(t, ws, "df -k . | tail -1 | awk '{print $2 <= 1048576}'"); got != "1\n" {
+		t.Errorf("the workspace's filesystem is larger than the default: %q", got)
+	}
+	if got := b.DiskLimit(nil); got != int64(docker.DefaultDisk) {
+		t.Errorf("DiskLimit = %d, want the default", got)
+	}
+	if strings.Contains(logs.String(), "unbounded") {
+		t.Errorf("a warning of unbounded volumes where they are bounded:\n%s", logs.String())
+	}
+
+	var noneLogs testutil.LockedBuffer
+	b = loggedBackend(t, &noneLogs, func(c *docker.Config) { c.DiskDir = t.TempDir(); c.Disk = -1 })
+	if got := b.DiskLimit(nil); got != 0 || !strings.Contains(noneLogs.String(), "workspace volumes are unbounded") {
+		t.Errorf("disk -1: DiskLimit %d, log:\n%s", got, noneLogs.String())
+	}
+
+	defer docker.NoLoopDevices()()
+	var cannotLogs testutil.LockedBuffer
+	b = loggedBackend(t, &cannotLogs, func(c *docker.Config) { c.DiskDir = t.TempDir() })
+	if got := b.DiskLimit(nil); got != 0 {
+		t.Errorf("DiskLimit on a host that cannot = %d, want 0", got)
+	}
+	if log := cannotLogs.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "workspace volumes are unbounded") ||
+		!strings.Contains(log, "no loop devices") {
+		t.Errorf("no clear warning at start on a host that cannot bound volumes:\n%s", log)
 	}
 }

@@ -59,6 +59,10 @@
 //     writable, so nothing the agent does outlives the workspace or fills
 //     the engine's disk outside its volume, while git, compilers and
 //     package managers still find a writable home.
+//   - Each workspace volume a filesystem of its own of DefaultDisk where
+//     the host can give one (a root broker on the engine's host with loop
+//     devices; not with pools): a workspace cannot fill the engine's
+//     disk. Where it cannot, the start warns that volumes are unbounded.
 //   - Network none: nothing reaches the network or the host's services.
 //   - Memory (no swap), CPU and pids limits, from the configuration; a
 //     create request may lower them, never raise them. The pids limit
