@@ -28,10 +28,11 @@
 // BROKER_STATE_DIR, BROKER_TOKEN_FILE, BROKER_LOG_LEVEL, ...) and flags.
 // With nothing set it serves the local backend on 127.0.0.1:8722, keeps
 // its state in $XDG_STATE_HOME/wsbroker (~/.local/state/wsbroker), and on
-// first start writes a random token to <state>/token (mode 0600) and
-// prints it once to stderr. Once listening it prints the next step (the
-// URL, where the token is, a `broker ws create` and a curl command that
-// reach it). Logs are JSON lines (log/slog) on stderr.
+// its first start that binds its address writes a random token to
+// <state>/token (mode 0600) and prints it once to stderr. Once listening
+// it prints the next step (the URL, where the token is, the default
+// backend, a `broker ws create` and a curl command that reach it). Logs
+// are JSON lines (log/slog) on stderr.
 //
 // A config file holds any of these keys (unknown keys are errors):
 //
@@ -104,7 +105,10 @@
 //
 // The client subcommands find the broker through BROKER_URL (default
 // http://127.0.0.1:8722) and authenticate with BROKER_TOKEN, or else with
-// the token file serve wrote (BROKER_TOKEN_FILE, or <state>/token).
+// the token file serve wrote (BROKER_TOKEN_FILE, or <state>/token). When
+// nothing listens there they name the URL and say to start `broker
+// serve`. exec -t needs a terminal on stdin; without one (a pipe, a
+// script) it runs the command without a terminal and says so.
 //
 // # Exit status
 //
