@@ -138,6 +138,10 @@ type Log struct {
 	// torn is set when a failed write left bytes that could not be cut
 	// off; the next write cuts them first.
 	torn bool
+	// reserve is the file that holds the audit's space reserve, reserved
+	// its allocated size (see Options.Reserve).
+	reserve  *os.File
+	reserved int64
 }
 
 // Options are a Log's rotation, retention and free-space reserve.
@@ -153,6 +157,13 @@ type Options struct {
 	// the audit file's filesystem must keep for Ready to admit calls:
 	// 0 means DefaultMinFree, < 0 no check.
 	MinFree int64
+	// Reserve is the space kept allocated (fallocate) in a hidden file
+	// beside the audit file, so that what else shares its filesystem
+	// (workspaces, by default) cannot take the audit's room: when a
+	// write finds the filesystem full, the reserve gives back what the
+	// record needs, and Ready allocates it again once there is room.
+	// 0 means DefaultReserve, < 0 none.
+	Reserve int64
 }
 
 // DefaultMinFree is the free-space reserve Ready asks for by default:
@@ -175,6 +186,9 @@ func OpenWith(path string, opts Options, logger *slog.Logger) (*Log, error) {
 	}
 	if opts.MinFree == 0 {
 		opts.MinFree = DefaultMinFree
+	}
+	if opts.Reserve == 0 {
+		opts.Reserve = DefaultReserve
 	}
 	l := &Log{path: path, opts: opts, logger: logger, prev: Genesis}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -219,6 +233,10 @@ func OpenWith(path string, opts Options, logger *slog.Logger) (*Log, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	l.f, l.size = f, st.Size()
+	if err := l.openReserve(opts.Reserve); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if repaired != nil {
 		logger.Warn("audit: cut off a torn last record", "file", repaired.file, "bytes", repaired.n)
 		now := time.Now().UTC()
@@ -305,22 +323,31 @@ func (l *Log) write(line []byte) error {
 			l.logger.Error("audit rotation failed", "err", err)
 		}
 	}
-	n, err := l.f.Write(line)
-	if err == nil {
-		l.size += int64(n)
-		return nil
-	}
-	if n > 0 {
-		if terr := l.f.Truncate(l.size); terr != nil {
-			l.torn = true
+	for {
+		n, err := l.f.Write(line)
+		if err == nil {
+			l.size += int64(n)
+			return nil
+		}
+		if n > 0 {
+			if terr := l.f.Truncate(l.size); terr != nil {
+				l.torn = true
+				return err
+			}
+		}
+		// A full filesystem: the record goes into the space reserve.
+		if !errors.Is(err, syscall.ENOSPC) || !l.releaseReserve(int64(len(line))) {
+			return err
 		}
 	}
-	return err
 }
 
 // Ready reports whether a call may be admitted: nil unless the last
 // write failed or the file's filesystem has less than MinFree bytes
 // available. A call that could not be recorded is not run (fail closed).
+// A refusal for space wraps syscall.ENOSPC: the space reserve still
+// holds records, so a caller may admit what frees space. When there is
+// room, Ready grows a reserve that was used back to its size.
 func (l *Log) Ready() error {
 	if l == nil {
 		return nil
@@ -340,10 +367,21 @@ func (l *Log) Ready() error {
 		return fmt.Errorf("audit: %s: %w", l.path, err)
 	}
 	if free < l.opts.MinFree {
-		return fmt.Errorf("audit: the filesystem of %s has %d bytes free, under the reserve of %d: %w",
+		return fmt.Errorf("audit: the filesystem of %s has %d bytes free, under the minimum of %d: %w",
 			l.path, free, l.opts.MinFree, syscall.ENOSPC)
 	}
+	l.refillReserve(free)
 	return nil
+}
+
+// Reserved is the size of the space reserve now allocated.
+func (l *Log) Reserved() int64 {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reserved
 }
 
 // seal returns the record's line with its hash appended, and the hash.
@@ -382,6 +420,9 @@ func (l *Log) Close() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.reserve != nil {
+		_ = l.reserve.Close() // its space stays reserved for the next Open
+	}
 	return l.f.Close()
 }
 

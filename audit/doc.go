@@ -8,4 +8,9 @@
 // and "seq" counts records from 1, so a chain split over rotated files is
 // verified across them. Records hold digests and safe fields only: no
 // token, no file content, no environment value.
+//
+// The log keeps a space reserve allocated in a hidden file beside its
+// file (Options.Reserve), released as records need it when the
+// filesystem it shares with workspaces is full, and allocated again by
+// Ready once there is room.
 package audit

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -147,7 +148,7 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 			ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
 			s.record(ev)
 		}()
-		if err := s.audit.Ready(); err != nil {
+		if err := s.audit.Ready(); err != nil && !admitOnLowSpace(r, err) {
 			// Fail closed: what cannot be recorded is not run.
 			ra.ev.Decision, ra.ev.Rule, ra.ev.Reason = "deny", "audit", "the audit trail cannot be written"
 			ww.Header().Set("Retry-After", "10")
@@ -158,6 +159,15 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), auditKey, ra)))
 	})
+}
+
+// admitOnLowSpace reports whether a request the audit refused may run
+// all the same: a DELETE (a workspace, a process and its log, a
+// session), which frees space, when the refusal is only that the
+// filesystem is full. Its record goes into the audit's space reserve, so
+// a tenant who filled the disk cannot also keep everyone from freeing it.
+func admitOnLowSpace(r *http.Request, refusal error) bool {
+	return r.Method == http.MethodDelete && errors.Is(refusal, syscall.ENOSPC)
 }
 
 // auditDenial marks the request's record as denied.

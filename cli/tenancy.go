@@ -40,6 +40,10 @@ type auditConfig struct {
 	// for calls to be served (default 1 MiB; -1 no check): under it, or
 	// after a failed write, every /v1 call is refused with 503.
 	MinFree int64 `yaml:"minFree"`
+	// Reserve is the space the audit keeps allocated beside its file for
+	// records written while its filesystem is full (default 4 MiB; -1
+	// none): workspaces share that filesystem by default.
+	Reserve int64 `yaml:"reserve"`
 	// Disabled keeps no audit trail.
 	Disabled bool `yaml:"disabled"`
 }
@@ -204,7 +208,7 @@ func openAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
 		path = filepath.Join(cfg.StateDir, "audit", "audit.jsonl")
 	}
 	opts := audit.Options{MaxBytes: cfg.Audit.MaxBytes, MaxFiles: cfg.Audit.MaxFiles,
-		MaxTotalBytes: cfg.Audit.MaxTotalBytes, MinFree: cfg.Audit.MinFree}
+		MaxTotalBytes: cfg.Audit.MaxTotalBytes, MinFree: cfg.Audit.MinFree, Reserve: cfg.Audit.Reserve}
 	if opts.MaxBytes == 0 {
 		opts.MaxBytes = defaultAuditMaxBytes
 	}

@@ -1,0 +1,101 @@
+//nolint:bodyclose // every response is closed by the t.Cleanup that env.send registers
+package broker_test
+
+import (
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/tenant"
+)
+
+// newTenancyAt is newTenancy with the backend's state directory at state
+// and the audit opened with opts in auditDir.
+func newTenancyAt(t *testing.T, state, auditDir string, opts audit.Options) *tenancy {
+	t.Helper()
+	at, _ := tenant.New(tenant.Config{Name: "alice", TokenHashes: []string{tenant.HashToken(aliceToken)}}, nil)
+	bt, _ := tenant.New(tenant.Config{Name: "bob", TokenHashes: []string{tenant.HashToken(bobToken)}}, nil)
+	admin, _ := tenant.New(tenant.Config{Name: "ops", Admin: true, TokenHashes: []string{tenant.HashToken(adminToken)}}, nil)
+	reg, err := tenant.NewRegistry(at, bt, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditPath := filepath.Join(auditDir, "audit.jsonl")
+	log, err := audit.OpenWith(auditPath, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	e := newEnvAt(t, state, func(c *broker.Config) { c.Tokens, c.Tenants, c.Audit = nil, reg, log })
+	return &tenancy{env: e, auditPath: auditPath}
+}
+
+// TestFullStateDiskStillDeletes: one tenant fills the filesystem that
+// holds the state directory and the audit (the default layout). Creates
+// are refused with 503 while it is full, but DELETEs (bob's and an
+// admin's of their own, then the filler's owner's) still answer 204, are
+// recorded, as the refusal is (in the audit's space reserve, as nothing
+// is free), and free the space; then creates succeed again, with no
+// restart and no cleanup by hand, and the chain verifies.
+func TestFullStateDiskStillDeletes(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", dir).CombinedOutput(); err != nil {
+		testutil.SkipOrFail(t, "cannot mount a tmpfs: "+strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	tc := newTenancyAt(t, filepath.Join(dir, "state"), filepath.Join(dir, "audit"),
+		audit.Options{MinFree: 1 << 20, Reserve: 1 << 20})
+	filler, bobs, admins := tc.createAs(aliceToken), tc.createAs(bobToken), tc.createAs(adminToken)
+
+	resp, data := tc.as(aliceToken, "POST", "/v1/workspaces/"+filler.ID+"/tools/bash",
+		map[string]any{"command": "head -c 64M /dev/zero > big; echo wrote"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("filling the disk: %d %s", resp.StatusCode, data)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free >= 1<<20 { //nolint:gosec // block counts fit
+		t.Fatalf("the workspace did not fill the state filesystem: %d bytes free", free)
+	}
+	resp, data = tc.as(bobToken, "POST", "/v1/workspaces", map[string]any{})
+	checkProblem(t, resp, data, http.StatusServiceUnavailable, "unavailable")
+
+	for _, d := range []struct{ token, id string }{{bobToken, bobs.ID}, {adminToken, admins.ID}, {aliceToken, filler.ID}} {
+		if resp, data := tc.as(d.token, "DELETE", "/v1/workspaces/"+d.id, nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE of %s on a full disk: %d %s", d.id, resp.StatusCode, data)
+		}
+	}
+	if resp, data := tc.as(bobToken, "POST", "/v1/workspaces", map[string]any{}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a create once the space is back: %d %s", resp.StatusCode, data)
+	}
+
+	deletes, refused := 0, 0
+	for _, ev := range tc.records() {
+		if ev.Verb == "POST" && ev.Result != nil && ev.Result.Status == http.StatusServiceUnavailable && ev.Rule == "audit" {
+			refused++
+		}
+		if ev.Verb == "DELETE" && ev.Result != nil && ev.Result.Status == http.StatusNoContent &&
+			(ev.Workspace == bobs.ID || ev.Workspace == admins.ID || ev.Workspace == filler.ID) {
+			deletes++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d records of the create refused on a full disk, want 1", refused)
+	}
+	if deletes != 3 {
+		t.Fatalf("%d of the 3 DELETEs on a full disk were recorded", deletes)
+	}
+	if rep, err := audit.Verify(tc.auditPath); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("chain: %v %v", err, rep.Problems)
+	}
+}
