@@ -101,7 +101,11 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		return nil, err
 	}
 	s.svc = svc
-	if s.mcp, err = mcp.New(svc, cfg.MCP, "", logger.With("component", "mcp")); err != nil {
+	mcpCfg := cfg.MCP
+	if mcpCfg.MaxBatchMessages == 0 {
+		mcpCfg.MaxBatchMessages = cfg.MaxBatchCalls // one batch cap for both routes
+	}
+	if s.mcp, err = mcp.New(svc, mcpCfg, "", logger.With("component", "mcp")); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.handler = s.routes()

@@ -515,9 +515,9 @@ func TestOwnershipSurvivesRestart(t *testing.T) {
 }
 
 // TestTenantIsolationMCPSessions: /v1/mcp sessions belong to the tenant
-// that opened them: another tenant's token can neither use nor end one
-// (the workspace endpoint is in TestTenantIsolationMatrix with every
-// route under {id}).
+// that opened them: another tenant's token can neither use nor end one,
+// and is answered 404 as for an unknown id (the workspace endpoint is in
+// TestTenantIsolationMatrix with every route under {id}).
 func TestTenantIsolationMCPSessions(t *testing.T) {
 	tc := newTenancy(t, nil, nil, nil)
 	const accept = "application/json, text/event-stream"
@@ -537,7 +537,7 @@ func TestTenantIsolationMCPSessions(t *testing.T) {
 		}
 		resp, body := tc.as(bobToken, method, "/v1/mcp", b, "Accept", accept, "Content-Type", "application/json",
 			"Mcp-Session-Id", sid, "Mcp-Protocol-Version", version)
-		if resp.StatusCode != http.StatusForbidden {
+		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("bob's %s on alice's session: %d %s", method, resp.StatusCode, body)
 		}
 	}

@@ -11,6 +11,9 @@ import (
 const (
 	DefaultMaxSessionsPerTenant = 32
 	DefaultIdleTimeout          = 30 * time.Minute
+	// DefaultMaxBatchMessages is the HTTP batch route's default cap
+	// (broker.DefaultMaxBatchCalls), which the broker passes on.
+	DefaultMaxBatchMessages = 128
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -24,6 +27,11 @@ type Config struct {
 	MaxSessionsPerTenant int
 	// IdleTimeout closes a session that received no request for that long.
 	IdleTimeout time.Duration
+	// MaxBatchMessages bounds the messages of one JSON-RPC batch (protocol
+	// 2025-03-26 and earlier); a longer batch is refused whole with a
+	// JSON-RPC error. Each tools/call of a batch counts against the
+	// tenant's rate and concurrency as its own request would.
+	MaxBatchMessages int
 	// KeepWorkspaces keeps the workspaces a /v1/mcp session created when the
 	// session ends; by default they are deleted with it.
 	KeepWorkspaces bool
@@ -44,6 +52,9 @@ func (c Config) WithDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.MaxBatchMessages == 0 {
+		c.MaxBatchMessages = DefaultMaxBatchMessages
+	}
 	return c
 }
 
@@ -54,6 +65,8 @@ func (c Config) Validate() error {
 		return errors.New("mcp: the session cap must be positive")
 	case c.IdleTimeout < 0:
 		return errors.New("mcp: the idle timeout must be positive")
+	case c.MaxBatchMessages < 0:
+		return errors.New("mcp: the batch cap must be positive")
 	}
 	for name, p := range c.Profiles {
 		if name == "" {

@@ -35,10 +35,24 @@
 // and by its session's end (DELETE, idle expiry); bash's process tree is
 // then killed, as when an HTTP stream drops.
 //
+// A session id is answered only to the tenant and endpoint that opened
+// it: another's is replaced by an unknown one before the SDK sees it, so
+// it gets the SDK's own 404, and the request is audited as a denial.
+//
+// # Limits
+//
 // The tenant's rate and concurrency limits (workspaces.Service.Enter)
 // apply per HTTP request, in the broker's middleware: a POST carrying a
 // tools/call holds a call slot while it runs, as the HTTP tool route's
 // request does; a session's GET stream counts against the rate only.
+// Each tools/call then goes through the carrier of the POST that brought
+// it (limitCalls): a JSON-RPC batch's calls past the first are each
+// charged against the rate (Service.ChargeCall; over it, an isError
+// result, audited), and run only in the batch's call slots (its
+// request's and those Service.EnterBatch finds free), as the HTTP batch
+// route's calls do. A batch longer than Config.MaxBatchMessages, or
+// reusing a request id, is refused whole with a JSON-RPC error; a call
+// arriving after its POST ended does not run.
 //
 // # Results
 //

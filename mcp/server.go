@@ -1,12 +1,9 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -45,7 +42,7 @@ type Server struct {
 	version  string
 	sessions sessionCounter
 	live     liveSessions
-	calls    carriedCalls
+	carriers carriers
 
 	bound     http.Handler // /v1/workspaces/{id}/mcp
 	perClient http.Handler // /v1/mcp
@@ -68,7 +65,7 @@ func New(svc *workspaces.Service, cfg Config, version string, logger *slog.Logge
 	s := &Server{svc: svc, cfg: cfg.WithDefaults(), logger: logger, version: version}
 	s.sessions.n = map[string]int{}
 	s.live.m = map[string]*session{}
-	s.calls.m = map[string][]context.CancelFunc{}
+	s.carriers.m = map[string]*carrier{}
 	// Every request carries a bearer token, which a DNS-rebinding page
 	// does not have: the SDK's Host check would only break a broker behind a
 	// local reverse proxy.
@@ -104,39 +101,51 @@ type (
 	identityKey  struct{}
 )
 
-// serve binds the request to its tenant and endpoint (the SDK refuses a
-// session used by another user id with 403), takes a session slot for an
-// initialize, and hands the request to the SDK. The calls a request
-// carries end with it: a client that drops the connection, or ends the
-// session, kills their commands.
+// serve binds the request to its tenant and endpoint, answers another
+// tenant's (or endpoint's) session id as an unknown one, refuses a batch
+// past the cap, takes a session slot for an initialize, and hands the
+// request to the SDK. The calls a POST carries go through its carrier
+// (see limitCalls) and end with it: a client that drops the connection,
+// or ends the session, kills their commands.
 func (s *Server) serve(h http.Handler, w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, req workspaces.Request) {
 	userID := t.Name + "\x00" + endpoint
 	ctx := context.WithValue(r.Context(), identityKey{}, &auth.TokenInfo{
 		UserID: userID,
 		Extra:  map[string]any{tenantExtra: t},
 	})
+	r = r.WithContext(ctx)
+	r.Header = r.Header.Clone()
+	s.hideForeignSession(r, userID, req.Notes)
 	if r.Method == http.MethodDelete {
 		s.live.end(r.Header.Get("Mcp-Session-Id"), userID)
 	}
-	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && opensSession(r) {
-		slot, ok := s.sessions.reserve(t.Name, s.cfg.MaxSessionsPerTenant)
-		if !ok {
-			s.logger.Warn("MCP session refused: the tenant is at its session cap", "tenant", t.Name,
-				"cap", s.cfg.MaxSessionsPerTenant, "request_id", req.ID)
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("tenant %s has %d MCP sessions open, the most allowed", t.Name, s.cfg.MaxSessionsPerTenant),
-				http.StatusTooManyRequests)
+	key := rand.Text()
+	if r.Method == http.MethodPost {
+		shape := shapeOf(r)
+		if reason := s.batchRefusal(shape); reason != "" {
+			refuseBatch(w, reason)
 			return
 		}
-		defer slot.releaseUnclaimed()
-		ctx = context.WithValue(ctx, slotKey{}, slot)
+		if r.Header.Get("Mcp-Session-Id") == "" && shape.initialize {
+			slot, ok := s.sessions.reserve(t.Name, s.cfg.MaxSessionsPerTenant)
+			if !ok {
+				s.logger.Warn("MCP session refused: the tenant is at its session cap", "tenant", t.Name,
+					"cap", s.cfg.MaxSessionsPerTenant, "request_id", req.ID)
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, fmt.Sprintf("tenant %s has %d MCP sessions open, the most allowed", t.Name, s.cfg.MaxSessionsPerTenant),
+					http.StatusTooManyRequests)
+				return
+			}
+			defer slot.releaseUnclaimed()
+			r = r.WithContext(context.WithValue(r.Context(), slotKey{}, slot))
+		}
+		if shape.toolCalls > 0 {
+			c := s.newCarrier(r, t, req.Notes, shape.toolCalls)
+			s.carriers.put(key, c)
+			defer c.end()
+			defer s.carriers.remove(key)
+		}
 	}
-	key := rand.Text()
-	defer s.calls.forget(key)
-	stop := context.AfterFunc(r.Context(), func() { s.calls.cancel(key) })
-	defer stop()
-	r = r.WithContext(ctx)
-	r.Header = r.Header.Clone()
 	r.Header.Set(headerRequestID, req.ID)
 	r.Header.Set(headerAuditID, req.AuditID)
 	r.Header.Set(headerSourceIP, req.SourceIP)
@@ -144,30 +153,19 @@ func (s *Server) serve(h http.Handler, w http.ResponseWriter, r *http.Request, t
 	h.ServeHTTP(w, r)
 }
 
-// opensSession reports whether r's body is an initialize request (alone
-// or in a batch), the one message that opens a session; the body is left
-// to be read again.
-func opensSession(r *http.Request) bool {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return false // the SDK reads the same error
+// hideForeignSession replaces a session id that another tenant, or the
+// same tenant on another endpoint, opened with one no session has, so
+// that the SDK answers it exactly as an unknown id (404), and marks the
+// request's record denied: whether a session id exists is not told.
+func (s *Server) hideForeignSession(r *http.Request, userID string, notes workspaces.Notes) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" || !s.live.foreign(id, userID) {
+		return
 	}
-	type message struct {
-		Method string `json:"method"`
+	r.Header.Set("Mcp-Session-Id", rand.Text())
+	if notes != nil {
+		notes.Deny("tenant", "the MCP session belongs to another tenant or endpoint")
 	}
-	var one message
-	if json.Unmarshal(body, &one) == nil {
-		return one.Method == "initialize"
-	}
-	var batch []message
-	_ = json.Unmarshal(body, &batch)
-	for _, m := range batch {
-		if m.Method == "initialize" {
-			return true
-		}
-	}
-	return false
 }
 
 // requestOf rebuilds the workspaces.Request the broker named the HTTP

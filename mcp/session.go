@@ -18,6 +18,9 @@ type session struct {
 	slot   *sessionSlot
 	once   sync.Once
 	onEnd  []func()
+	// workspaceTools names the tools that run in a workspace (and record
+	// their own refusal), set before the session serves calls.
+	workspaceTools map[string]bool
 }
 
 func newSession(r *http.Request) *session {
@@ -27,7 +30,7 @@ func newSession(r *http.Request) *session {
 	if ti := tokenInfo(r); ti != nil {
 		userID = ti.UserID
 	}
-	return &session{userID: userID, ctx: ctx, cancel: cancel, slot: slot}
+	return &session{userID: userID, ctx: ctx, cancel: cancel, slot: slot, workspaceTools: map[string]bool{}}
 }
 
 // newSDKServer builds the SDK server of one session: each session gets
@@ -49,7 +52,7 @@ func (s *Server) newSDKServer(sess *session, instructions string) *sdk.Server {
 			}
 			return next(ctx, method, req)
 		}
-	})
+	}, s.limitCalls(sess))
 	return srv
 }
 
@@ -67,18 +70,6 @@ func (s *Server) watch(sess *session, ss *sdk.ServerSession, claimed bool) {
 		sess.slot.release()
 	}
 	s.logger.Info("MCP session ended", "session", ss.ID())
-}
-
-// callContext is ctx, also cancelled when the session ends or the HTTP
-// request carrying the call does: the SDK cancels a call on
-// notifications/cancelled only.
-func (s *Server) callContext(ctx context.Context, sess *session, extra *sdk.RequestExtra) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(sess.ctx, cancel)
-	if extra != nil && extra.Header != nil {
-		s.calls.add(extra.Header.Get(headerCarrier), cancel)
-	}
-	return ctx, func() { stop(); cancel() }
 }
 
 // liveSessions are the initialized sessions by id, so that a DELETE
@@ -101,6 +92,15 @@ func (l *liveSessions) remove(id string) {
 	l.mu.Unlock()
 }
 
+// foreign reports whether session id is live and opened by another
+// userID (another tenant, or another endpoint).
+func (l *liveSessions) foreign(id, userID string) bool {
+	l.mu.Lock()
+	sess, ok := l.m[id]
+	l.mu.Unlock()
+	return ok && sess.userID != userID
+}
+
 // end cancels the calls of session id if userID opened it.
 func (l *liveSessions) end(id, userID string) {
 	l.mu.Lock()
@@ -109,36 +109,4 @@ func (l *liveSessions) end(id, userID string) {
 	if ok && sess.userID == userID {
 		sess.cancel()
 	}
-}
-
-// carriedCalls are the running calls' cancel functions by the HTTP
-// request that carries them.
-type carriedCalls struct {
-	mu sync.Mutex
-	m  map[string][]context.CancelFunc
-}
-
-func (c *carriedCalls) add(key string, cancel context.CancelFunc) {
-	if key == "" {
-		return
-	}
-	c.mu.Lock()
-	c.m[key] = append(c.m[key], cancel)
-	c.mu.Unlock()
-}
-
-func (c *carriedCalls) cancel(key string) {
-	c.mu.Lock()
-	fs := c.m[key]
-	delete(c.m, key)
-	c.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
-}
-
-func (c *carriedCalls) forget(key string) {
-	c.mu.Lock()
-	delete(c.m, key)
-	c.mu.Unlock()
 }

@@ -56,9 +56,8 @@ type resolver func(ctx context.Context, t *tenant.Tenant) (*workspaces.Workspace
 func (s *Server) addWorkspaceTools(srv *sdk.Server, sess *session, t *tenant.Tenant, resolve resolver) {
 	for _, def := range s.svc.Tools(t) {
 		name := def.Name
+		sess.workspaceTools[name] = true
 		srv.AddTool(toolOf(def), func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			ctx, cancel := s.callContext(ctx, sess, req.Extra)
-			defer cancel()
 			ct := tenantOf(req.Extra)
 			if ct == nil {
 				return nil, errNoTenant
@@ -80,12 +79,18 @@ func toolOf(def tools.Definition) *sdk.Tool {
 }
 
 // runTool runs one call through the service (policy, quota, redaction,
-// audit). bash runs as a command, which Delete and Shutdown cancel, and
-// reports progress when the client asked for it.
+// audit), numbered in the POST that carried it; one the tenant's limits
+// refused (limitCalls) is recorded as refused and does not run. bash runs
+// as a command, which Delete and Shutdown cancel, and reports progress
+// when the client asked for it.
 func (s *Server) runTool(ctx context.Context, req *sdk.CallToolRequest, wk *workspaces.Workspace, name string) (*sdk.CallToolResult, error) {
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
+	}
+	ci := callInfoOf(ctx)
+	if ci.refused != nil {
+		return resultOf(s.svc.RefuseTool(ctx, wk, ci.seq, name, args, ci.refused)), nil
 	}
 	if name == workspaces.BashTool {
 		cctx, end, err := s.svc.StartCommand(ctx, wk)
@@ -95,7 +100,7 @@ func (s *Server) runTool(ctx context.Context, req *sdk.CallToolRequest, wk *work
 		defer end()
 		ctx = cctx
 	}
-	res := s.svc.RunTool(ctx, wk, 1, name, args, progressOf(ctx, req))
+	res := s.svc.RunTool(ctx, wk, ci.seq, name, args, progressOf(ctx, req))
 	return resultOf(res), nil
 }
 
