@@ -12,7 +12,8 @@ import (
 // each unusable field is refused.
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	d := mcp.Config{}.WithDefaults()
-	if d.MaxSessionsPerTenant != mcp.DefaultMaxSessionsPerTenant || d.IdleTimeout != mcp.DefaultIdleTimeout || d.KeepWorkspaces {
+	if d.MaxSessionsPerTenant != mcp.DefaultMaxSessionsPerTenant || d.IdleTimeout != mcp.DefaultIdleTimeout || d.KeepWorkspaces ||
+		d.MaxBatchMessages != mcp.DefaultMaxBatchMessages {
 		t.Fatalf("defaults: %+v", d)
 	}
 	cases := []struct {
@@ -25,6 +26,7 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{"profile", mcp.Config{Profiles: map[string]mcp.Profile{"py": {Backend: "docker", Options: json.RawMessage(`{"image":"python"}`)}}}, true},
 		{"negative cap", mcp.Config{MaxSessionsPerTenant: -1}, false},
 		{"negative idle", mcp.Config{IdleTimeout: -time.Second}, false},
+		{"negative batch cap", mcp.Config{MaxBatchMessages: -1}, false},
 		{"unnamed profile", mcp.Config{Profiles: map[string]mcp.Profile{"": {}}}, false},
 		{"options not an object", mcp.Config{Profiles: map[string]mcp.Profile{"x": {Options: json.RawMessage(`[1]`)}}}, false},
 	}
