@@ -72,6 +72,13 @@ func TestREADMEOnLocal(t *testing.T) {
 	if got := r.createdOn(t); strings.Join(got, " ") != "local local" {
 		t.Fatalf("workspaces created on %q, want the CLI's and curl's on local", got)
 	}
+	// The exec -t line run by a script, its stdin a pipe: the shell ends
+	// with its input instead of waiting on a terminal for ever.
+	start := time.Now()
+	out := r.sh(t, `WS=$(./bin/broker ws create); echo 'echo piped-$((6*7))' | ./bin/broker exec -t $WS -- bash; ./bin/broker ws rm $WS`, "")
+	if !strings.Contains(out, "\npiped-42\n") || !strings.Contains(out, "stdin is not a terminal") || time.Since(start) > time.Minute {
+		t.Fatalf("exec -t from a pipe, after %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	}
 }
 
 // TestREADMEOnDocker runs the same blocks against `./bin/broker serve
@@ -238,10 +245,15 @@ func (r *readmeRun) sh(t *testing.T, script, typed string) string {
 	if _, err := ptmx.WriteString(typed); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-x", "-c", script)
 	cmd.Dir, cmd.Env, cmd.Stdin = r.dir, r.env, tty
+	// A hung line fails the test: the script's whole process group is
+	// killed at the deadline, and Wait does not wait for its pipes after.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
