@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,10 +43,20 @@ type bodyShape struct {
 	dupID string
 }
 
-// shapeOf reads r's body (left to be read again) for its shape; a body
-// that is not JSON-RPC is the SDK's to refuse.
+// shapeOf reads what it needs of r's body (left to be read again) for
+// its shape: one message of a session only up to its first byte (it may
+// be a tools/call; reading its method is the SDK's work), anything else
+// whole. A body that is not JSON-RPC is the SDK's to refuse.
 func shapeOf(r *http.Request) bodyShape {
-	body, err := io.ReadAll(r.Body)
+	br := bufio.NewReader(r.Body)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	if batch, known := startsBatch(br); known && !batch && r.Header.Get("Mcp-Session-Id") != "" {
+		return bodyShape{messages: 1, toolCalls: 1}
+	}
+	body, err := io.ReadAll(br)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
 		return bodyShape{} // the SDK reads the same error
@@ -82,6 +93,28 @@ func shapeOf(r *http.Request) bodyShape {
 		}
 	}
 	return shape
+}
+
+// startsBatch reports whether the JSON text in br opens an array (a
+// JSON-RPC batch), reading nothing; known is false when leading white
+// space fills br's buffer.
+func startsBatch(br *bufio.Reader) (batch, known bool) {
+	for n := 1; ; n++ {
+		b, err := br.Peek(n)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return false, false
+		}
+		if len(b) < n {
+			return false, true // an empty body: the SDK refuses it
+		}
+		switch b[n-1] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '[':
+			return true, true
+		}
+		return false, true
+	}
 }
 
 // refuseBatch answers a JSON-RPC batch the server does not take: 400

@@ -280,8 +280,9 @@ func TestBatchCallsChargeTheTenantsRate(t *testing.T) {
 
 // TestBatchCapRefusesLongBatches: a batch longer than the broker's batch
 // cap (MaxBatchCalls, here 4) is refused whole, 400 with a JSON-RPC
-// Invalid Request error naming the cap, and none of its calls runs; so is
-// a batch that reuses a request id. A batch at the cap runs.
+// Invalid Request error naming the cap, and none of its calls runs, also
+// after much white space; so is a batch that reuses a request id. A batch
+// at the cap runs.
 func TestBatchCapRefusesLongBatches(t *testing.T) {
 	h := newHarness(t, nil, nil, func(c *broker.Config) { c.MaxBatchCalls = 4 })
 	ws := h.create(aliceToken)
@@ -291,6 +292,8 @@ func TestBatchCapRefusesLongBatches(t *testing.T) {
 			mark := map[string]any{"command": "echo x >> ran-" + strconv.Itoa(len(path))}
 			for body, want := range map[string]string{
 				toolBatch(5, "bash", mark): "at most 4",
+				// White space past any peek buffer before the batch.
+				strings.Repeat(" ", 70000) + toolBatch(5, "bash", mark): "at most 4",
 				strings.Replace(toolBatch(2, "bash", mark), `"id":2`, `"id":1`, 1): "request id 1 twice",
 			} {
 				a := h.rawPost(aliceToken, path, sid, body)
