@@ -83,7 +83,9 @@ func (s *suite) heavyStreams(t *testing.T) {
 func (s *suite) heavyTools(t *testing.T) {
 	t.Run("tools_bash_100MB_single_line_keeps_the_tail_with_bounded_memory", func(t *testing.T) {
 		ws := s.serial(t)
-		tb := tools.New(ws, tools.Options{})
+		// Room for the whole line: the default bound per workspace
+		// (tools.DefaultMaxSpillBytes) would cut the saved copy at 32 MiB.
+		tb := tools.New(ws, tools.Options{MaxSpillBytes: 128 << 20})
 		t.Cleanup(func() { _ = tb.Close() })
 		probe := newHeapProbe()
 		r := tb.Call(ctxOf(t), "bash", json.RawMessage(`{"command":"head -c 104857600 /dev/zero | tr '\\0' a"}`),
