@@ -720,8 +720,8 @@ func TestContainerRemovedBehindTheBrokersBack(t *testing.T) {
 	}
 }
 
-// TestCommandsRunThroughTheAgent: with the injected binary and a numeric
-// user, a command's parent is its reaper in the in-box agent, not an
+// TestCommandsRunThroughTheAgent: with the injected binary, a command's
+// parent is its reaper in the in-box agent, not an
 // engine exec's wrapper, and files go over the agent too.
 func TestCommandsRunThroughTheAgent(t *testing.T) {
 	b := newBackend(t)
