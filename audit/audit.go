@@ -33,6 +33,10 @@ const (
 	// StageRepaired: written at start after a torn last record was cut
 	// off; its reason names the file and the cut bytes' size and digest.
 	StageRepaired = "Repaired"
+	// StageSummary: requests counted but not recorded one by one (those
+	// that failed authentication past their budget); Count is how many,
+	// from RequestReceivedTimestamp to StageTimestamp.
+	StageSummary = "Summary"
 )
 
 // Genesis is the prevHash of the first record of a chain.
@@ -86,6 +90,8 @@ type Event struct {
 	Rule     string  `json:"rule,omitempty"`
 	Reason   string  `json:"reason,omitempty"`
 	Result   *Result `json:"result,omitempty"`
+	// Count is the number of requests a StageSummary record stands for.
+	Count int64 `json:"count,omitempty"`
 
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`

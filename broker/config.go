@@ -32,9 +32,15 @@ const (
 	DefaultUnauthPerSecond = 1.0
 	DefaultUnauthBurst     = 20
 	DefaultUnauthPeers     = 4096
-	DefaultBodyIdleTimeout = 30 * time.Second
-	DefaultMinBodyRate     = 4 << 10 // 4 KiB/s
-	DefaultMaxConnsPerPeer = 512
+	// Over all peers, requests that fail authentication are recorded one
+	// by one up to a burst of 100, then 5 a second; the rest are counted
+	// in a summary record every 10 seconds.
+	DefaultUnauthAuditPerSecond = 5.0
+	DefaultUnauthAuditBurst     = 100
+	DefaultUnauthSummaryEvery   = 10 * time.Second
+	DefaultBodyIdleTimeout      = 30 * time.Second
+	DefaultMinBodyRate          = 4 << 10 // 4 KiB/s
+	DefaultMaxConnsPerPeer      = 512
 	// DefaultMaxConns is the cap on open connections when the process's
 	// file descriptor limit allows it; below, half that limit.
 	DefaultMaxConns = 4096
@@ -128,6 +134,17 @@ type Config struct {
 	UnauthPerSecond float64
 	UnauthBurst     int
 	UnauthPeers     int
+	// UnauthAudit is the trail of requests that fail authentication,
+	// kept apart from Audit so that their volume never rotates tenants'
+	// records out of it; nil writes them to Audit.
+	UnauthAudit *audit.Log
+	// UnauthAuditPerSecond and UnauthAuditBurst are the budget, over all
+	// peers, of those requests recorded one by one; past it each is
+	// only counted, and a summary record with the count is written
+	// UnauthSummaryEvery after the first one counted.
+	UnauthAuditPerSecond float64
+	UnauthAuditBurst     int
+	UnauthSummaryEvery   time.Duration
 	// MaxBodyBytesInFlight bounds the bytes of JSON and tool-call bodies
 	// held in memory at once, over all requests; a body that would pass
 	// it gets 503 with Retry-After, and nothing runs. At least
@@ -206,6 +223,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UnauthPeers == 0 {
 		c.UnauthPeers = DefaultUnauthPeers
+	}
+	if c.UnauthAuditPerSecond == 0 {
+		c.UnauthAuditPerSecond = DefaultUnauthAuditPerSecond
+	}
+	if c.UnauthAuditBurst == 0 {
+		c.UnauthAuditBurst = DefaultUnauthAuditBurst
+	}
+	if c.UnauthSummaryEvery == 0 {
+		c.UnauthSummaryEvery = DefaultUnauthSummaryEvery
 	}
 	if c.MaxBodyBytesInFlight == 0 {
 		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)

@@ -53,7 +53,12 @@
 // audit log (package audit), written by a middleware; what the service
 // learns for it (a denial, the workspace, an exit code) arrives through
 // workspaces.Notes (service.go). The service writes each tool call's own
-// record.
+// record. Requests that fail authentication are the exception (unauth.go):
+// bounded per peer and over all peers, they go to a trail of their own
+// (Config.UnauthAudit), the excess counted in summary records. While the
+// audit refuses calls only because its filesystem is full, a DELETE,
+// which frees space, is still served, its record written into the audit's
+// space reserve.
 // docs/tenancy.md and docs/policy.md describe the behaviour.
 //
 // # Example

@@ -132,15 +132,25 @@ func queryHasKey(raw string, names ...string) bool {
 	return false
 }
 
-// unauthorized answers 401, or 429 with nothing audited when the peer is
-// past its budget of failed authentications.
+// unauthorized answers 401, or 429 when the peer is past its budget of
+// failed authentications. The 401 is recorded by itself within the global
+// budget of such records, in their own trail; past it, and a 429 always,
+// it is only counted in a summary record (unauthTrail).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
-	if ok, wait := s.unauth.allow(peerIP(r), time.Now()); !ok {
-		reqAuditFrom(r.Context()).skip()
+	now, ra := time.Now(), reqAuditFrom(r.Context())
+	if ok, wait := s.unauth.allow(peerIP(r), now); !ok {
+		ra.skip()
+		s.unauthLog.count(now, true)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 		writeProblem(w, r, s.logger, fmt.Errorf("%w: too many requests without a valid bearer token from %s",
 			ErrTooManyRequests, peerIP(r)))
 		return
+	}
+	if s.unauthLog.admit(now) {
+		ra.unauthenticated()
+	} else {
+		ra.skip()
+		s.unauthLog.count(now, false)
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="wsbroker"`)
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s", ErrUnauthorized, detail))

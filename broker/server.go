@@ -28,11 +28,13 @@ type Server struct {
 	metrics *metrics
 	mcp     *mcp.Server
 	handler http.Handler
-	// unauth limits the requests that fail authentication, per peer.
-	unauth *peerLimiter
-	bodies *bodyBudget                 // bytes of request bodies held at once
-	hosts  hostSet                     // the Host names the broker answers for
-	conns  atomic.Pointer[connLimiter] // Serve's listener, for OpenConns
+	// unauth limits the requests that fail authentication, per peer;
+	// unauthLog bounds what they write to the audit, over all peers.
+	unauth    *peerLimiter
+	unauthLog *unauthTrail
+	bodies    *bodyBudget                 // bytes of request bodies held at once
+	hosts     hostSet                     // the Host names the broker answers for
+	conns     atomic.Pointer[connLimiter] // Serve's listener, for OpenConns
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -101,6 +103,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		return nil, err
 	}
 	s.svc = svc
+	s.unauthLog = newUnauthTrail(cfg, s.metrics.Denied, logger)
 	mcpCfg := cfg.MCP
 	if mcpCfg.MaxBatchMessages == 0 {
 		mcpCfg.MaxBatchMessages = cfg.MaxBatchCalls // one batch cap for both routes
@@ -204,4 +207,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Shutdown cancels every running command (exec calls and bash tool calls)
 // and waits until they have returned, or ctx ends. New commands are refused
 // from then on. It destroys nothing and does not close listeners.
-func (s *Server) Shutdown(ctx context.Context) error { return s.svc.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.unauthLog.stop()
+	return s.svc.Shutdown(ctx)
+}

@@ -41,8 +41,22 @@ type reqAudit struct {
 	ev   audit.Event
 	body *hashingReader
 	// skipped: nothing is recorded (an unauthenticated request past its
-	// peer's budget).
+	// peer's budget or the global one: it is counted instead).
 	skipped bool
+	// unauth: the request failed authentication; its record goes to the
+	// trail of those (unauthTrail).
+	unauth bool
+}
+
+// unauthenticated sends this request's record to the trail of requests
+// that failed authentication.
+func (ra *reqAudit) unauthenticated() {
+	if ra == nil {
+		return
+	}
+	ra.mu.Lock()
+	ra.unauth = true
+	ra.mu.Unlock()
 }
 
 // skip records nothing for this request.
@@ -121,7 +135,7 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 				status = http.StatusOK
 			}
 			ra.mu.Lock()
-			ev, skipped := ra.ev, ra.skipped
+			ev, skipped, unauth := ra.ev, ra.skipped, ra.unauth
 			ra.mu.Unlock()
 			if skipped {
 				return
@@ -146,6 +160,10 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 			ev.Result.Status, ev.Result.BytesIn, ev.Result.BytesOut = status, body.n, int64(ww.BytesWritten())
 			now := time.Now()
 			ev.StageTimestamp, ev.DurationNs = now.UTC(), int64(now.Sub(start))
+			if unauth {
+				s.unauthLog.write(ev)
+				return
+			}
 			s.record(ev)
 		}()
 		if err := s.audit.Ready(); err != nil && !admitOnLowSpace(r, err) {

@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/wsbroker/wsbroker/audit"
 )
 
 // peerLimiter rate-limits the requests that fail authentication, per
@@ -87,4 +91,94 @@ func (p *peerLimiter) sweep(now time.Time) {
 			delete(p.peers, k)
 		}
 	}
+}
+
+// unauthTrail bounds, over all peers, what requests that fail
+// authentication write to the audit: within a global budget each is a
+// record of its own; past it (or past its peer's budget, a 429) each is
+// only counted, and one StageSummary record with the count is written
+// every period after the first one counted. Spraying source addresses
+// therefore buys a flood of 401s but a bounded trail. The records go to
+// their own log (Config.UnauthAudit), so that rotation and retention of
+// that log never delete tenants' records.
+type unauthTrail struct {
+	budget *rate.Limiter
+	every  time.Duration
+	log    *audit.Log
+	denied func(rule string)
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	counted int64     // requests counted since since
+	limited int64     // of them, answered 429 past their peer's budget
+	since   time.Time // the first one counted
+	timer   *time.Timer
+	stopped bool
+}
+
+func newUnauthTrail(cfg Config, denied func(string), logger *slog.Logger) *unauthTrail {
+	log := cfg.UnauthAudit
+	if log == nil {
+		log = cfg.Audit
+	}
+	return &unauthTrail{budget: rate.NewLimiter(rate.Limit(cfg.UnauthAuditPerSecond), cfg.UnauthAuditBurst),
+		every: cfg.UnauthSummaryEvery, log: log, denied: denied, logger: logger}
+}
+
+// admit takes one record from the global budget: false when the request
+// is only to be counted (see count).
+func (u *unauthTrail) admit(now time.Time) bool { return u.budget.AllowN(now, 1) }
+
+// write records one request that failed authentication.
+func (u *unauthTrail) write(ev audit.Event) {
+	u.denied(ev.Rule)
+	_ = u.log.Write(ev) // a failed write is logged by the log
+}
+
+// count counts one request not recorded by itself; limited: it was
+// answered 429. The first one counted arms the summary.
+func (u *unauthTrail) count(now time.Time, limited bool) {
+	u.denied("authentication")
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.counted == 0 {
+		u.since = now
+		if !u.stopped {
+			u.timer = time.AfterFunc(u.every, u.flush)
+		}
+	}
+	u.counted++
+	if limited {
+		u.limited++
+	}
+}
+
+// flush writes the summary of what was counted, if anything was.
+func (u *unauthTrail) flush() {
+	u.mu.Lock()
+	n, limited, since := u.counted, u.limited, u.since
+	u.counted, u.limited, u.timer = 0, 0, nil
+	u.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	now := time.Now().UTC()
+	u.logger.Warn("requests without a valid bearer token past the audit's budget", "count", n, "answered429", limited)
+	_ = u.log.Write(audit.Event{
+		AuditID: newAuditID(), Stage: audit.StageSummary, Decision: "deny", Rule: "authentication",
+		Reason: fmt.Sprintf("%d requests without a valid bearer token were counted, not recorded one by one "+
+			"(past the audit's budget of them; %d of them answered 429 past their peer's)", n, limited),
+		Count: n, RequestReceivedTimestamp: since.UTC(), StageTimestamp: now, DurationNs: int64(now.Sub(since)),
+	})
+}
+
+// stop writes the pending summary now; nothing is counted after it.
+func (u *unauthTrail) stop() {
+	u.mu.Lock()
+	u.stopped = true
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+	u.mu.Unlock()
+	u.flush()
 }

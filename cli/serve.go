@@ -69,11 +69,12 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	auditLog, err := openAudit(cfg, logger)
+	auditLog, unauthLog, err := openAudits(cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer auditLog.Close()
+	defer unauthLog.Close()
 
 	backends, closeBackends, err := newBackends(cfg, logger)
 	if err != nil {
@@ -91,6 +92,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		DefaultBackend:    cfg.DefaultBackend,
 		Tenants:           reg,
 		Audit:             auditLog,
+		UnauthAudit:       unauthLog,
 		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
 		EnvFile:           filepath.Join(cfg.StateDir, "env.json"),
 		ProcessDir:        filepath.Join(cfg.StateDir, "processes"),

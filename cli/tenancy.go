@@ -221,6 +221,48 @@ func openAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
 	return audit.OpenWith(path, opts, logger)
 }
 
+// openAudits opens the audit log and the trail of requests that fail
+// authentication beside it (both nil when disabled).
+func openAudits(cfg serveConfig, logger *slog.Logger) (*audit.Log, *audit.Log, error) {
+	main, err := openAudit(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	unauth, err := openUnauthAudit(cfg, logger)
+	if err != nil {
+		main.Close()
+		return nil, nil, err
+	}
+	return main, unauth, nil
+}
+
+// The trail of requests that fail authentication: rotated at 16 MiB, 4
+// rotated files or 64 MiB kept, no space check (it admits nothing).
+const (
+	unauthAuditMaxBytes      = 16 << 20
+	unauthAuditMaxFiles      = 4
+	unauthAuditMaxTotalBytes = 64 << 20
+)
+
+// openUnauthAudit opens the trail of requests that fail authentication,
+// beside the audit file (audit.jsonl: audit-unauthenticated.jsonl), with
+// a chain and a retention of its own: their volume, which anyone who
+// reaches the port chooses, never rotates tenants' records away. Nil
+// when the audit is disabled.
+func openUnauthAudit(cfg serveConfig, logger *slog.Logger) (*audit.Log, error) {
+	if cfg.Audit.Disabled {
+		return nil, nil
+	}
+	path := cfg.Audit.File
+	if path == "" {
+		path = filepath.Join(cfg.StateDir, "audit", "audit.jsonl")
+	}
+	ext := filepath.Ext(path)
+	path = strings.TrimSuffix(path, ext) + "-unauthenticated" + ext
+	return audit.OpenWith(path, audit.Options{MaxBytes: unauthAuditMaxBytes, MaxFiles: unauthAuditMaxFiles,
+		MaxTotalBytes: unauthAuditMaxTotalBytes, MinFree: -1, Reserve: -1}, logger)
+}
+
 // policyCmd is `broker policy check <file>`.
 func (c *CLI) policyCmd(ctx context.Context, args []string) error {
 	return c.dispatch(ctx, "policy", args, []subcommand{
