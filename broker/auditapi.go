@@ -17,7 +17,8 @@ const (
 )
 
 // readAudit serves GET /v1/audit: a tenant reads its own records, an admin
-// all of them (or one tenant's with ?tenant=).
+// all of them (or one tenant's with ?tenant=), and with
+// ?trail=unauthenticated those of requests that failed authentication.
 func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
 	t := tenantFrom(r.Context())
 	q := r.URL.Query()
@@ -30,13 +31,18 @@ func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	want := q.Get("tenant")
-	if want != "" && !t.Admin && want != t.Name {
+	want, trail := q.Get("tenant"), q.Get("trail")
+	if trail != "" && trail != "unauthenticated" {
+		writeProblem(w, r, s.logger, invalid("audit", "", "query parameter \"trail\" must be \"unauthenticated\" or absent, got %q",
+			trail))
+		return
+	}
+	if want != "" && !t.Admin && want != t.Name || trail != "" && !t.Admin {
 		// Not an error that tells the other tenant exists: just nothing.
 		writeJSON(w, r, http.StatusOK, wire.AuditList{Records: []json.RawMessage{}})
 		return
 	}
-	keep := func(ev *audit.Event) bool {
+	log, keep := s.audit, func(ev *audit.Event) bool {
 		switch {
 		case want != "":
 			return ev.Tenant == want
@@ -45,7 +51,11 @@ func (s *Server) readAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		return ev.Tenant == t.Name
 	}
-	recs, err := s.audit.Read(keep, limit)
+	if trail != "" {
+		// The trail of requests that failed authentication: no tenant's.
+		log, keep = s.unauthLog.log, func(ev *audit.Event) bool { return ev.Tenant == "" }
+	}
+	recs, err := log.Read(keep, limit)
 	if err != nil {
 		writeProblem(w, r, s.logger, fmt.Errorf("reading the audit log: %w", err))
 		return

@@ -91,6 +91,19 @@ func TestUnauthenticatedSprayKeepsTheTrail(t *testing.T) {
 			t.Fatalf("an unauthenticated request in the tenants' trail: %+v", ev)
 		}
 	}
+	// An admin reads that trail over HTTP; a tenant does not.
+	resp, data := tc.as(adminToken, "GET", "/v1/audit?trail=unauthenticated&limit=1000", nil)
+	var list struct{ Records []audit.Event }
+	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK ||
+		len(list.Records) == 0 || list.Records[len(list.Records)-1].Stage != audit.StageSummary {
+		t.Fatalf("an admin reading the unauthenticated trail: %d %.300s", resp.StatusCode, data)
+	}
+	resp, data = tc.as(aliceToken, "GET", "/v1/audit?trail=unauthenticated", nil)
+	if resp.StatusCode != http.StatusOK || string(bytes.TrimSpace(data)) != `{"records":[]}` {
+		t.Fatalf("a tenant reading the unauthenticated trail: %d %s", resp.StatusCode, data)
+	}
+	resp, data = tc.as(adminToken, "GET", "/v1/audit?trail=other", nil)
+	checkProblem(t, resp, data, http.StatusBadRequest, "invalid")
 	for _, p := range []string{mainPath, unauthPath} {
 		if rep, err := audit.Verify(trailFiles(p)...); err != nil || len(rep.Problems) != 0 || !rep.Anchored {
 			t.Fatalf("chain of %s: %v %v anchored %v", p, err, rep.Problems, rep.Anchored)
