@@ -17,8 +17,8 @@ import (
 // TestReserveKeepsRoomWhenTheDiskIsFull: on a small tmpfs that something
 // else fills to the last byte (as a workspace sharing the state
 // filesystem can), the audit still writes hundreds of records out of its
-// reserve, Ready refuses for space (ENOSPC, so a caller can tell), and
-// once the filler is gone Ready admits again and the reserve is whole,
+// reserve, also after a reopen, Ready refuses for space (ENOSPC, so a
+// caller can tell), and once the filler is gone Ready admits again and the reserve is whole,
 // with no reopen; the chain verifies throughout.
 func TestReserveKeepsRoomWhenTheDiskIsFull(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -49,8 +49,23 @@ func TestReserveKeepsRoomWhenTheDiskIsFull(t *testing.T) {
 			t.Fatalf("record %d on a full filesystem: %v", i, err)
 		}
 	}
-	if got := l.Reserved(); got >= reserve || got == 0 {
-		t.Fatalf("reserve after writing into it: %d bytes", got)
+	left := l.Reserved()
+	if left >= reserve || left == 0 {
+		t.Fatalf("reserve after writing into it: %d bytes", left)
+	}
+	// A restart on the full filesystem: what is left of the reserve is
+	// still the audit's, and the chain goes on into it.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = audit.OpenWith(path, audit.Options{MinFree: 64 << 10, Reserve: reserve}, nil); err != nil {
+		t.Fatalf("reopening on a full filesystem: %v", err)
+	}
+	if got := l.Reserved(); got != left {
+		t.Fatalf("reserve after reopening: %d bytes, want the %d left", got, left)
+	}
+	if err := l.Write(audit.Event{AuditID: "after-restart"}); err != nil {
+		t.Fatalf("a record after reopening on a full filesystem: %v", err)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -61,7 +76,7 @@ func TestReserveKeepsRoomWhenTheDiskIsFull(t *testing.T) {
 	if got := l.Reserved(); got != reserve {
 		t.Fatalf("reserve with room again: %d bytes, want %d", got, reserve)
 	}
-	if rep := verify(t, path); len(rep.Problems) != 0 || rep.Records != n {
+	if rep := verify(t, path); len(rep.Problems) != 0 || rep.Records != n+1 {
 		t.Fatalf("chain: %d records, problems %v", rep.Records, rep.Problems)
 	}
 }
