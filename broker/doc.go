@@ -53,8 +53,9 @@
 // audit log (package audit), written by a middleware; what the service
 // learns for it (a denial, the workspace, an exit code) arrives through
 // workspaces.Notes (service.go). The service writes each tool call's own
-// record. Requests that fail authentication are the exception (unauth.go):
-// bounded per peer and over all peers, they go to a trail of their own
+// record. Requests that fail authentication, and those the audit refuses
+// before authentication, are the exception (unauth.go): bounded per peer
+// and over all peers, they go to a trail of their own
 // (Config.UnauthAudit), the excess counted in summary records. While the
 // audit refuses calls only because its filesystem is full, a DELETE,
 // which frees space, is still served, its record written into the audit's

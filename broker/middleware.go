@@ -140,7 +140,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail str
 	now, ra := time.Now(), reqAuditFrom(r.Context())
 	if ok, wait := s.unauth.allow(peerIP(r), now); !ok {
 		ra.skip()
-		s.unauthLog.count(now, true)
+		s.unauthLog.count(now, countedTooMany)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 		writeProblem(w, r, s.logger, fmt.Errorf("%w: too many requests without a valid bearer token from %s",
 			ErrTooManyRequests, peerIP(r)))
@@ -150,7 +150,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail str
 		ra.unauthenticated()
 	} else {
 		ra.skip()
-		s.unauthLog.count(now, false)
+		s.unauthLog.count(now, countedOverBudget)
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="wsbroker"`)
 	writeProblem(w, r, s.logger, fmt.Errorf("%w: %s", ErrUnauthorized, detail))

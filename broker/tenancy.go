@@ -167,8 +167,15 @@ func (s *Server) auditRequests(next http.Handler) http.Handler {
 			s.record(ev)
 		}()
 		if err := s.audit.Ready(); err != nil && !admitOnLowSpace(r, err) {
-			// Fail closed: what cannot be recorded is not run.
+			// Fail closed: what cannot be recorded is not run. Not yet
+			// authenticated, the refusal is recorded as the 401s are.
 			ra.ev.Decision, ra.ev.Rule, ra.ev.Reason = "deny", "audit", "the audit trail cannot be written"
+			if s.unauthLog.admit(start) {
+				ra.unauth = true
+			} else {
+				ra.skipped = true
+				s.unauthLog.count(start, countedRefused)
+			}
 			ww.Header().Set("Retry-After", "10")
 			s.logger.Error("refusing a request: the audit trail cannot be written", "err", err)
 			writeProblem(ww, r, s.logger, fmt.Errorf("%w: the audit trail cannot be written, so no call is served",

@@ -93,10 +93,11 @@ func (p *peerLimiter) sweep(now time.Time) {
 	}
 }
 
-// unauthTrail bounds, over all peers, what requests that fail
-// authentication write to the audit: within a global budget each is a
-// record of its own; past it (or past its peer's budget, a 429) each is
-// only counted, and one StageSummary record with the count is written
+// unauthTrail bounds, over all peers, what requests answered before
+// authentication (a 401, a 429 past the peer's budget, a 503 while the
+// audit refuses calls) write to the audit: within a global budget each
+// 401 and 503 is a record of its own; past it, and every 429, each is
+// only counted, and one StageSummary record with the counts is written
 // every period after the first one counted. Spraying source addresses
 // therefore buys a flood of 401s but a bounded trail. The records go to
 // their own log (Config.UnauthAudit), so that rotation and retention of
@@ -111,6 +112,7 @@ type unauthTrail struct {
 	mu      sync.Mutex
 	counted int64     // requests counted since since
 	limited int64     // of them, answered 429 past their peer's budget
+	refused int64     // of them, answered 503: the audit refused calls
 	since   time.Time // the first one counted
 	timer   *time.Timer
 	stopped bool
@@ -135,10 +137,21 @@ func (u *unauthTrail) write(ev audit.Event) {
 	_ = u.log.Write(ev) // a failed write is logged by the log
 }
 
-// count counts one request not recorded by itself; limited: it was
-// answered 429. The first one counted arms the summary.
-func (u *unauthTrail) count(now time.Time, limited bool) {
-	u.denied("authentication")
+// How a request counted, not recorded by itself, was answered.
+const (
+	countedOverBudget = iota // 401, past the global budget
+	countedTooMany           // 429, past its peer's budget
+	countedRefused           // 503 before authentication: the audit refused calls
+)
+
+// count counts one request not recorded by itself, answered as how says.
+// The first one counted arms the summary.
+func (u *unauthTrail) count(now time.Time, how int) {
+	rule := "authentication"
+	if how == countedRefused {
+		rule = "audit"
+	}
+	u.denied(rule)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.counted == 0 {
@@ -148,26 +161,31 @@ func (u *unauthTrail) count(now time.Time, limited bool) {
 		}
 	}
 	u.counted++
-	if limited {
+	switch how {
+	case countedTooMany:
 		u.limited++
+	case countedRefused:
+		u.refused++
 	}
 }
 
 // flush writes the summary of what was counted, if anything was.
 func (u *unauthTrail) flush() {
 	u.mu.Lock()
-	n, limited, since := u.counted, u.limited, u.since
-	u.counted, u.limited, u.timer = 0, 0, nil
+	n, limited, refused, since := u.counted, u.limited, u.refused, u.since
+	u.counted, u.limited, u.refused, u.timer = 0, 0, 0, nil
 	u.mu.Unlock()
 	if n == 0 {
 		return
 	}
 	now := time.Now().UTC()
-	u.logger.Warn("requests without a valid bearer token past the audit's budget", "count", n, "answered429", limited)
+	u.logger.Warn("unauthenticated requests past the audit's budget of them, counted",
+		"count", n, "answered429", limited, "answered503", refused)
 	_ = u.log.Write(audit.Event{
-		AuditID: newAuditID(), Stage: audit.StageSummary, Decision: "deny", Rule: "authentication",
-		Reason: fmt.Sprintf("%d requests without a valid bearer token were counted, not recorded one by one "+
-			"(past the audit's budget of them; %d of them answered 429 past their peer's)", n, limited),
+		AuditID: newAuditID(), Stage: audit.StageSummary, Decision: "deny", Rule: "unauthenticated",
+		Reason: fmt.Sprintf("%d requests answered before authentication were counted, not recorded one by one "+
+			"(past the audit's budget of them): %d answered 401 without a valid bearer token, %d 429 past "+
+			"their peer's budget, %d 503 while the audit refused calls", n, n-limited-refused, limited, refused),
 		Count: n, RequestReceivedTimestamp: since.UTC(), StageTimestamp: now, DurationNs: int64(now.Sub(since)),
 	})
 }
