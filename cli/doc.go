@@ -98,7 +98,9 @@
 // logged and the tenants in force stay. The audit section (default
 // <stateDir>/audit/audit.jsonl, rotated at 100 MiB, 10 rotated files or
 // 1 GiB kept, calls refused under 1 MiB free but DELETEs, 4 MiB kept
-// allocated for records on a full disk) and the tls section
+// allocated for records on a full disk; requests that fail
+// authentication kept apart in audit-unauthenticated.jsonl beside it)
+// and the tls section
 // (certFile, keyFile, clientCAFile for mTLS) are read at start.
 //
 // SIGINT or SIGTERM stops serve gracefully: it stops accepting, kills
