@@ -263,6 +263,8 @@ func (c Config) Validate() error {
 		return errors.New("broker: MaxBatchCalls must be positive")
 	case c.UnauthPerSecond < 0, c.UnauthBurst < 0, c.UnauthPeers < 0:
 		return errors.New("broker: UnauthPerSecond, UnauthBurst and UnauthPeers must be positive")
+	case c.UnauthAuditPerSecond < 0, c.UnauthAuditBurst < 0, c.UnauthSummaryEvery < 0:
+		return errors.New("broker: UnauthAuditPerSecond, UnauthAuditBurst and UnauthSummaryEvery must be positive")
 	case c.MaxBodyBytesInFlight < max(c.MaxToolBody, c.MaxJSONBody):
 		return fmt.Errorf("broker: MaxBodyBytesInFlight (%d) must hold at least one body of MaxToolBody (%d) and MaxJSONBody (%d)",
 			c.MaxBodyBytesInFlight, c.MaxToolBody, c.MaxJSONBody)

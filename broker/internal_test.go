@@ -71,6 +71,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative limit":           {Tokens: []string{"t"}, MaxJSONBody: -1},
 		"negative grace":           {Tokens: []string{"t"}, ShutdownGrace: -1},
 		"budget below a tool body": {Tokens: []string{"t"}, MaxBodyBytesInFlight: DefaultMaxToolBody - 1},
+		"negative audit budget":    {Tokens: []string{"t"}, UnauthAuditBurst: -1},
 	}
 	for name, c := range cases {
 		if c.Validate() == nil {
