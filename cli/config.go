@@ -103,11 +103,16 @@ type serveConfig struct {
 
 // defaultServeConfig is the zero-config start. StateDir is filled in by
 // the caller from the XDG rules, because it depends on the environment.
+// Local workspaces are filesystems of their own of
+// local.RecommendedDiskBytes where the host can give them (root, loop
+// devices), so one cannot fill the state directory's; local.limits.
+// diskBytes sets another size, -1 none.
 func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Listen:        "127.0.0.1:8722",
 		LogLevel:      "info",
 		ShutdownGrace: 10 * time.Second,
+		Local:         local.Config{DefaultDiskBytes: local.RecommendedDiskBytes},
 	}
 }
 

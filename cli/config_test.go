@@ -35,21 +35,21 @@ func TestServeConfigPrecedence(t *testing.T) {
 			env:  map[string]string{"HOME": "/home/u"},
 			want: serveConfig{Listen: "127.0.0.1:8722", StateDir: "/home/u/.local/state/wsbroker",
 				TokenFile: "/home/u/.local/state/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second, DefaultBackend: "local",
-				Local: local.Config{StateDir: "/home/u/.local/state/wsbroker/local"}},
+				Local: local.Config{DefaultDiskBytes: local.RecommendedDiskBytes, StateDir: "/home/u/.local/state/wsbroker/local"}},
 		},
 		{
 			name: "xdg",
 			env:  map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/xdg"},
 			want: serveConfig{Listen: "127.0.0.1:8722", StateDir: "/xdg/wsbroker",
 				TokenFile: "/xdg/wsbroker/token", LogLevel: "info", ShutdownGrace: 10 * time.Second, DefaultBackend: "local",
-				Local: local.Config{StateDir: "/xdg/wsbroker/local"}},
+				Local: local.Config{DefaultDiskBytes: local.RecommendedDiskBytes, StateDir: "/xdg/wsbroker/local"}},
 		},
 		{
 			name:  "file",
 			flags: []string{"--config", file},
 			want: serveConfig{Listen: "127.0.0.1:1111", StateDir: "/from/file", TokenFile: "/from/file/token",
 				LogLevel: "warn", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 1024, DefaultBackend: "local",
-				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
+				Local: local.Config{DefaultDiskBytes: local.RecommendedDiskBytes, StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
 			name: "env over file",
@@ -57,7 +57,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 				"BROKER_TOKEN_FILE": "/env/tok", "BROKER_SHUTDOWN_GRACE": "1s"},
 			want: serveConfig{Listen: "127.0.0.1:2222", StateDir: "/from/file", TokenFile: "/env/tok",
 				LogLevel: "warn", ShutdownGrace: time.Second, MaxUploadBytes: 1024, DefaultBackend: "local",
-				Local: local.Config{StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
+				Local: local.Config{DefaultDiskBytes: local.RecommendedDiskBytes, StateDir: "/from/file/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 		{
 			name:  "flags over env",
@@ -65,7 +65,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 			flags: []string{"--listen", "127.0.0.1:3333", "--log-level", "debug", "--max-upload-bytes", "7"},
 			want: serveConfig{Listen: "127.0.0.1:3333", StateDir: "/env/state", TokenFile: "/env/state/token",
 				LogLevel: "debug", ShutdownGrace: 3 * time.Second, MaxUploadBytes: 7, DefaultBackend: "local",
-				Local: local.Config{StateDir: "/env/state/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
+				Local: local.Config{DefaultDiskBytes: local.RecommendedDiskBytes, StateDir: "/env/state/local", Exec: execconf.Exec{KillGrace: 500 * time.Millisecond}}},
 		},
 	}
 	for _, tc := range cases {

@@ -50,7 +50,8 @@
 //	  shell: /bin/bash
 //	  cgroups: auto                  # auto, v1, v2, or off (process groups only)
 //	  limits: {memoryBytes: 2147483648, pids: 1024, cpu: 2}  # per workspace; need cgroups
-//	  # diskBytes: 1073741824      # each workspace a filesystem of this size; needs root
+//	  # diskBytes: 1073741824      # each workspace a filesystem of this size (default where root
+//	                               # with loop devices; -1 none)
 //	ssh:                             # the ssh backend, only when present (package ssh's Config)
 //	  knownHostsFiles: [/etc/wsbroker/known_hosts]
 //	  identityFiles: [/etc/wsbroker/id_ed25519]

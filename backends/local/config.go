@@ -10,6 +10,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
 	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/loopfs"
 )
 
 // Config configures the local backend. Zero fields take the defaults of
@@ -33,12 +34,20 @@ type Config struct {
 	// for less, never more (more is ErrInvalid). memoryBytes and pids
 	// default to DefaultMemoryBytes (2 GiB) and DefaultPids (4096), as
 	// docker's; -1 (Unlimited) turns one off, logged at start. cpu and
-	// diskBytes: zero means no limit. Memory, pids and CPU need cgroups
-	// (without them the defaults are dropped, logged at start, and set
-	// limits refuse every create); diskBytes needs root and loop devices,
-	// and falls back to measuring (logged at start) where the host has
-	// neither.
+	// diskBytes: zero means no limit (diskBytes: DefaultDiskBytes where
+	// set). Memory, pids and CPU need cgroups (without them the defaults
+	// are dropped, logged at start, and set limits refuse every create);
+	// diskBytes needs root and loop devices, and falls back to measuring
+	// (logged at start) where the host has neither; -1 turns the default
+	// disk off (logged at start).
 	Limits Limits `json:"limits" yaml:"limits"`
+	// DefaultDiskBytes is the size of each workspace's own filesystem
+	// when limits.diskBytes is 0 and this host can give one (root, loop
+	// devices); where it cannot, workspaces have none, logged at start as
+	// a default that does not hold. broker serve sets
+	// RecommendedDiskBytes; zero (a Config built in Go) means no default.
+	// Not a configuration key: an operator sets limits.diskBytes.
+	DefaultDiskBytes int64 `json:"-" yaml:"-"`
 	// CommandLimits bound each command inside its workspace; zero fields
 	// mean only the workspace's limits apply.
 	CommandLimits cgroups.Limits `json:"commandLimits" yaml:"commandLimits"`
@@ -177,8 +186,14 @@ func (c Config) Validate() error {
 	// -1 (Unlimited) turns a default limit off.
 	l := c.Limits
 	l.Limits = withoutUnlimited(l.Limits)
+	if l.DiskBytes == Unlimited {
+		l.DiskBytes = 0
+	}
 	if err := l.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("limits (-1 for no memoryBytes or pids limit): %w", err))
+		errs = append(errs, fmt.Errorf("limits (-1 for no memoryBytes, pids or diskBytes limit): %w", err))
+	}
+	if d := c.DefaultDiskBytes; d < 0 || d > 0 && d < loopfs.MinSize {
+		errs = append(errs, fmt.Errorf("default disk size must be 0 (none) or at least %d, got %d", loopfs.MinSize, d))
 	}
 	if err := c.CommandLimits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("commandLimits: %w", err))

@@ -29,6 +29,11 @@ func (w *Workspace) rel(op, p string) (string, error) {
 	if w.isDestroyed() {
 		return "", opsapi.E(op, p, opsapi.ErrNotExist, errors.New("workspace destroyed"))
 	}
+	if w.disk > 0 && w.b.closed.Load() {
+		// Close unmounted its filesystem: the directory is empty and on
+		// the state directory's filesystem.
+		return "", opsapi.E(op, p, opsapi.ErrUnavailable, errors.New("backend closed: the workspace's filesystem is unmounted"))
+	}
 	abs := opsapi.Resolve(w.root, p)
 	if !opsapi.Within(w.root, abs) {
 		return "", opsapi.E(op, p, opsapi.ErrPermission, errEscape)

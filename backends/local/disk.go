@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/loopfs"
@@ -47,33 +48,55 @@ func (l Limits) Merge(d Limits) Limits {
 // IsZero says no limit is set.
 func (l Limits) IsZero() bool { return l.Limits.IsZero() && l.DiskBytes == 0 }
 
-// RecommendedDiskBytes is the size the start's warning suggests when no
-// disk limit is configured: room for a repository, its dependencies and
-// a build, each image allocated whole when its workspace is made.
+// RecommendedDiskBytes is broker serve's DefaultDiskBytes, and the size
+// the start's warning suggests when no disk limit is configured: room for
+// a repository, its dependencies and a build, each image allocated whole
+// when its workspace is made.
 const RecommendedDiskBytes = 1 << 30
 
+// sharedDisk is what a start without disk limits warns of.
+const sharedDisk = "a workspace's files and its sandboxed /tmp share the state directory's filesystem and can fill it " +
+	"for every tenant (and the audit); a tenant's disk quota is kept by measuring them (best effort: a background " +
+	"writer overshoots it)"
+
 // openDisks decides whether workspaces get filesystems of their own by
-// default: a configured size the host cannot give falls back to measuring
-// (logged once here), rather than refusing every create. No size at all
-// is logged too, with whether this host could hold one.
+// default: a configured size, else DefaultDiskBytes where the host can
+// hold it. A size the host cannot give falls back to measuring (logged
+// once here), rather than refusing every create; no size at all (-1, or
+// none and no default) is logged too, with whether this host could hold
+// one.
 func (b *Backend) openDisks() {
-	if b.cfg.Limits.DiskBytes == 0 {
+	size := b.cfg.Limits.DiskBytes
+	switch {
+	case size == Unlimited:
+		b.cfg.Limits.DiskBytes = 0
+		b.logger.Warn("disk limits off (local.limits.diskBytes: -1): " + sharedDisk)
+		return
+	case size == 0 && b.cfg.DefaultDiskBytes > 0:
+		if err := b.diskProbe(); err != nil {
+			b.logger.Warn("disk limits off: this host cannot give a workspace a filesystem of its own of the default size "+
+				"(it takes a root broker with loop devices): "+sharedDisk, "defaultDiskBytes", b.cfg.DefaultDiskBytes, "err", err)
+			return
+		}
+		b.cfg.Limits.DiskBytes = b.cfg.DefaultDiskBytes
+		b.logger.Info("disk limits enforced by the kernel: each workspace is a filesystem of its own of the default size "+
+			"(local.limits.diskBytes: -1 turns it off)", "diskBytes", b.cfg.Limits.DiskBytes)
+		return
+	case size == 0:
 		hint := fmt.Sprintf("this host can hold one: set local.limits.diskBytes (e.g. %d)", RecommendedDiskBytes)
 		if err := b.diskProbe(); err != nil {
 			hint = "this host cannot hold one: " + err.Error()
 		}
-		b.logger.Warn("disk limits off (local.limits.diskBytes is 0): a workspace's files and its sandboxed /tmp "+
-			"share the state directory's filesystem and can fill it for every tenant (and the audit); a tenant's "+
-			"disk quota is kept by measuring them (best effort: a background writer overshoots it)", "hint", hint)
+		b.logger.Warn("disk limits off (local.limits.diskBytes is 0): "+sharedDisk, "hint", hint)
 		return
 	}
 	if err := b.diskProbe(); err != nil {
 		b.logger.Warn("disk limits not enforced: workspaces share the state directory's filesystem and a tenant's "+
-			"disk quota is kept by measuring them (best effort)", "diskBytes", b.cfg.Limits.DiskBytes, "err", err)
+			"disk quota is kept by measuring them (best effort)", "diskBytes", size, "err", err)
 		b.cfg.Limits.DiskBytes = 0
 		return
 	}
-	b.logger.Info("disk limits enforced by the kernel: each workspace is a filesystem of its own", "diskBytes", b.cfg.Limits.DiskBytes)
+	b.logger.Info("disk limits enforced by the kernel: each workspace is a filesystem of its own", "diskBytes", size)
 }
 
 // diskProbe says why this host cannot give workspaces filesystems of
@@ -189,6 +212,53 @@ func (b *Backend) dropDisk(ctx context.Context, id, dir string) error {
 		return fmt.Errorf("removing %s: %w", top, err)
 	}
 	return nil
+}
+
+// closeDisks unmounts every workspace's filesystem, at Close: a stopped
+// broker leaves no loop device behind, and its state directory can be
+// removed. The workspaces with a disk it gave out let go of their
+// directories first (their commands' confined thread, their open root),
+// and refuse every call after (Workspace.rel); a filesystem a process
+// still uses is detached, and goes when that process does. The next start mounts each again when it finds its workspace (mountDisk):
+// mount(8) reuses the loop device of an image still attached, so a
+// detached filesystem is never mounted twice.
+func (b *Backend) closeDisks() {
+	b.openedMu.Lock()
+	opened := b.opened
+	b.opened = nil
+	b.openedMu.Unlock()
+	for w := range opened {
+		if w.disk == 0 {
+			continue // nothing to unmount: it keeps working
+		}
+		w.mu.Lock()
+		if w.sp != nil {
+			w.sp.Close()
+			w.sp = nil
+		}
+		w.mu.Unlock()
+		w.fsroot.Close()
+	}
+	images, err := filepath.Glob(filepath.Join(b.disksDir(), "*.img"))
+	if err != nil {
+		b.logger.Warn("close: listing the workspaces' disks", "err", err)
+	}
+	ctx := context.Background()
+	for _, img := range images {
+		id := strings.TrimSuffix(filepath.Base(img), ".img")
+		if !validID.MatchString(id) {
+			continue
+		}
+		err := loopfs.Unmount(ctx, filepath.Join(b.dir, id))
+		if top := b.diskFS(id); err == nil {
+			if _, serr := os.Stat(top); serr == nil {
+				err = loopfs.Unmount(ctx, top)
+			}
+		}
+		if err != nil {
+			b.logger.Warn("close: a workspace's disk stays mounted", "workspace", id, "err", err)
+		}
+	}
 }
 
 // removeDisk unmounts the workspace's filesystem and deletes its image.

@@ -315,3 +315,154 @@ func TestDiskOfTheOldLayoutStillMounts(t *testing.T) {
 		t.Errorf("image after Destroy: %v", err)
 	}
 }
+
+// loopsOf lists the loop devices whose backing file is image (deleted or
+// not).
+func loopsOf(t *testing.T, image string) []string {
+	t.Helper()
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var loops []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == image {
+			loops = append(loops, filepath.Base(filepath.Dir(filepath.Dir(f))))
+		}
+	}
+	return loops
+}
+
+// TestCloseUnmountsTheDisks: a workspace gets the default size when none
+// is configured; Close unmounts its filesystem and frees its loop device
+// (a stopped broker's state directory can be removed), and a new backend
+// on the same state directory finds it with its files and its limit.
+// Destroy frees the loop device too.
+func TestCloseUnmountsTheDisks(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	cfg := local.Config{StateDir: state, DefaultDiskBytes: diskSize}
+	b := newBackend(t, cfg)
+	ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := ws.(*local.Workspace)
+	t.Cleanup(func() { _ = lw.Destroy(ctx) })
+	if d, err := lw.Disk(); err != nil || d.LimitBytes != diskSize {
+		t.Fatalf("a workspace with no size asked for: Disk() = %+v, %v; want the default, %d", d, err, diskSize)
+	}
+	if out := sh(t, lw, "echo kept > keep; echo tmp > /tmp/t; cat /tmp/t"); out != "tmp\n" {
+		t.Fatalf("writing: %q", out)
+	}
+	root, top, image := ws.Root(), filepath.Join(state, "disks", "c.fs"), filepath.Join(state, "disks", "c.img")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{root, top} {
+		if ok, err := loopfs.Mounted(dir); ok || err != nil {
+			t.Errorf("%s still mounted after Close (%v)", dir, err)
+		}
+	}
+	if loops := loopsOf(t, image); len(loops) > 0 {
+		t.Errorf("loop devices still attached after Close: %v", loops)
+	}
+	if _, err := lw.Stat(ctx, "keep"); !errors.Is(err, opsapi.ErrUnavailable) {
+		t.Errorf("Stat in a workspace of a closed backend: %v, want ErrUnavailable", err)
+	}
+
+	b2 := newBackend(t, cfg)
+	t.Cleanup(func() { _ = b2.Close() })
+	found, err := b2.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw = found["c"].(*local.Workspace)
+	if got := readFile(t, lw, "keep"); got != "kept\n" {
+		t.Errorf("after Close and a new start: keep = %q", got)
+	}
+	if d, err := lw.Disk(); err != nil || d.LimitBytes != diskSize {
+		t.Errorf("after Close and a new start: Disk() = %+v, %v", d, err)
+	}
+	if out := sh(t, lw, "head -c 32M /dev/zero > big 2>/dev/null || echo full"); out != "full\n" {
+		t.Errorf("after Close and a new start, the limit does not hold: %q", out)
+	}
+	if err := lw.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if loops := loopsOf(t, image); len(loops) > 0 {
+		t.Errorf("loop devices still attached after Destroy: %v", loops)
+	}
+}
+
+// TestDefaultDiskOffIsWarned: the default size is dropped, with a
+// warning that says it is the default, where the host cannot hold it
+// (creates still work, without a disk); -1 turns it off, warned too.
+func TestDefaultDiskOffIsWarned(t *testing.T) {
+	ctx := context.Background()
+	check := func(cfg local.Config, want string) {
+		t.Helper()
+		logs := &testutil.LockedBuffer{}
+		b, err := local.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, want) {
+			t.Errorf("start logged %q, want a warning saying %q", out, want)
+		}
+		if got := b.DiskLimit(nil); got != 0 {
+			t.Errorf("DiskLimit = %d, want none", got)
+		}
+		ws, err := b.Create(ctx, opsapi.WorkspaceSpec{ID: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lw := ws.(*local.Workspace)
+		defer lw.Destroy(ctx)
+		if d, err := lw.Disk(); err != nil || d.LimitBytes != 0 {
+			t.Errorf("Disk() = %+v, %v; want none", d, err)
+		}
+	}
+	off := local.Config{StateDir: t.TempDir(), DefaultDiskBytes: diskSize}
+	off.Limits.DiskBytes = -1
+	check(off, "disk limits off (local.limits.diskBytes: -1)")
+
+	defer local.NoLoopDevices()()
+	check(local.Config{StateDir: t.TempDir(), DefaultDiskBytes: diskSize},
+		"this host cannot give a workspace a filesystem of its own of the default size")
+}
+
+// TestWorkspaceWithoutSavedLimitsHasNoDisk: a workspace made with no
+// limits at all (nothing saved) is found again by a backend with a
+// default size, still without a disk of its own.
+func TestWorkspaceWithoutSavedLimitsHasNoDisk(t *testing.T) {
+	testutil.RequireLoopDevices(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	old := local.Config{StateDir: state, Cgroups: "off"}
+	old.Sandbox.Mode = "off"
+	ws, err := newBackend(t, old).Create(ctx, opsapi.WorkspaceSpec{ID: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws.Root(), "keep"), []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withDefault := old
+	withDefault.DefaultDiskBytes = diskSize
+	found, err := newBackend(t, withDefault).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw, ok := found["plain"].(*local.Workspace)
+	if !ok {
+		t.Fatalf("List found %v", found)
+	}
+	t.Cleanup(func() { _ = lw.Destroy(ctx) })
+	if got := readFile(t, lw, "keep"); got != "kept\n" {
+		t.Errorf("keep = %q", got)
+	}
+	if d, err := lw.Disk(); err != nil || d.LimitBytes != 0 {
+		t.Errorf("Disk() = %+v, %v; want none", d, err)
+	}
+}

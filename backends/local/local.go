@@ -38,6 +38,10 @@ type Backend struct {
 	// cgMu orders creating a workspace's group against removing the
 	// base group once the last workspace is gone.
 	cgMu sync.Mutex
+	// opened are the workspaces given out and not destroyed, whose
+	// directories Close lets go of before it unmounts their disks.
+	openedMu sync.Mutex
+	opened   map[*Workspace]struct{}
 }
 
 // dropBase removes the base cgroup once no workspace group is left in it,
@@ -332,6 +336,7 @@ func (b *Backend) Close() error {
 		b.cgMu.Unlock()
 	}
 	b.dropBase()
+	b.closeDisks()
 	return nil
 }
 
@@ -372,7 +377,9 @@ func (b *Backend) saveLimits(id string, l Limits) error {
 func (b *Backend) loadLimits(id string) Limits {
 	data, err := os.ReadFile(b.limitsFile(id))
 	if err != nil {
-		return b.cfg.Limits
+		// Nothing saved: made with no limits at all, so without a
+		// disk of its own, whatever the size configured now.
+		return Limits{Limits: b.cfg.Limits.Limits}
 	}
 	var l Limits
 	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
@@ -412,7 +419,7 @@ func (b *Backend) open(id string, limits Limits) (*Workspace, error) {
 			return nil, opsapi.E("local.open", id, opsapi.ErrUnavailable, err)
 		}
 	}
-	return &Workspace{
+	w := &Workspace{
 		cg:     cg,
 		disk:   limits.DiskBytes,
 		b:      b,
@@ -425,7 +432,14 @@ func (b *Backend) open(id string, limits Limits) (*Workspace, error) {
 		marker: workspaceMarker(b.dir, id),
 		groups: map[int]struct{}{},
 		active: map[string]bool{},
-	}, nil
+	}
+	b.openedMu.Lock()
+	if b.opened == nil {
+		b.opened = map[*Workspace]struct{}{}
+	}
+	b.opened[w] = struct{}{}
+	b.openedMu.Unlock()
+	return w, nil
 }
 
 // Workspace is one local workspace: a directory that every file operation
@@ -518,6 +532,9 @@ func (w *Workspace) Destroy(ctx context.Context) error {
 		}
 	}
 	w.fsroot.Close()
+	w.b.openedMu.Lock()
+	delete(w.b.opened, w)
+	w.b.openedMu.Unlock()
 	if err := w.removeDisk(); err != nil {
 		errs = append(errs, opsapi.E("local.Destroy", w.id, nil, err))
 	}
