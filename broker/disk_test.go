@@ -47,8 +47,8 @@ func TestDiskQuotaSumsTheKernelLimits(t *testing.T) {
 	}
 	resp, data := create()
 	checkProblem(t, resp, data, http.StatusForbidden, "denied")
-	if !strings.Contains(string(data), "disk quota") {
-		t.Errorf("third 16 MiB workspace in 40 MiB: %s", data)
+	if !strings.Contains(string(data), "disk quota") || !strings.Contains(string(data), "at most 8388608 bytes") {
+		t.Errorf("third 16 MiB workspace in 40 MiB: %s, want a denial that says 8 MiB fit", data)
 	}
 
 	ws := made[0]

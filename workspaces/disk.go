@@ -111,8 +111,10 @@ func (s *Service) overDisk(ctx context.Context, w *Workspace) error {
 // the backend will give the workspace's own filesystem (opsapi.DiskSizer)
 // must fit beside what the tenant's workspaces hold and other creates
 // reserved; a workspace without one is admitted while the tenant is under
-// its quota. The returned func gives the reservation back (the
-// workspace, if made, holds its size by then).
+// its quota. A denial says what size would fit: a tenant whose quota is
+// below the backend's default size asks for less in each create. The
+// returned func gives the reservation back (the workspace, if made, holds
+// its size by then).
 func (s *Service) reserveDisk(ctx context.Context, t *tenant.Tenant, b opsapi.Backend, options json.RawMessage) (func(), error) {
 	q := t.Quotas.DiskBytes
 	if q <= 0 {
@@ -127,8 +129,14 @@ func (s *Service) reserveDisk(ctx context.Context, t *tenant.Tenant, b opsapi.Ba
 	defer s.mu.Unlock()
 	held += s.diskCreating[t.Name]
 	if held+size > q || size == 0 && held >= q {
+		// The size may be the backend's default (1 GiB under broker
+		// serve) rather than one the create asked for: say what fits.
+		hint := ""
+		if size > 0 && held < q {
+			hint = fmt.Sprintf(" (a create may ask for a smaller disk in its options' limits: at most %d bytes)", q-held)
+		}
 		return nil, opsapi.E("create", "", opsapi.ErrDenied,
-			fmt.Errorf("disk quota exceeded: tenant %s holds %d of %d bytes; a workspace of %d more does not fit", t.Name, held, q, size))
+			fmt.Errorf("disk quota exceeded: tenant %s holds %d of %d bytes; a workspace of %d more does not fit%s", t.Name, held, q, size, hint))
 	}
 	s.diskCreating[t.Name] += size
 	return func() {
