@@ -1,3 +1,4 @@
+//nolint:bodyclose // every response is closed by the t.Cleanup that env.send registers
 package broker_test
 
 import (

@@ -293,7 +293,7 @@ func TestBatchCapRefusesLongBatches(t *testing.T) {
 			for body, want := range map[string]string{
 				toolBatch(5, "bash", mark): "at most 4",
 				// White space past any peek buffer before the batch.
-				strings.Repeat(" ", 70000) + toolBatch(5, "bash", mark): "at most 4",
+				strings.Repeat(" ", 70000) + toolBatch(5, "bash", mark):            "at most 4",
 				strings.Replace(toolBatch(2, "bash", mark), `"id":2`, `"id":1`, 1): "request id 1 twice",
 			} {
 				a := h.rawPost(aliceToken, path, sid, body)

@@ -146,12 +146,14 @@ func newReadmeRun(t *testing.T, serve string) *readmeRun {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
+		var err error
 		select {
-		case <-done:
+		case err = <-done:
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			err = <-done
 		}
+		t.Logf("the broker ended: %v", err)
 		if t.Failed() {
 			t.Logf("broker stdout:\n%s\nbroker stderr:\n%s", r.stdout.String(), r.stderr.String())
 		}
