@@ -48,6 +48,17 @@
 // (so a policy that denies bash also denies the host), not the shell; use
 // the docker or ssh backend when the agent itself must be contained.
 //
+// # Disk
+//
+// With Config.Limits.DiskBytes, or else Config.DefaultDiskBytes where the
+// host can hold it (broker serve sets RecommendedDiskBytes, 1 GiB), each
+// workspace is a filesystem of its own (package loopfs: an ext4 image on
+// a loop device in StateDir/disks), its sandboxed /tmp beside its root:
+// writing past the size is ENOSPC. Otherwise workspaces share the state
+// directory's filesystem, logged at start. Close unmounts the filesystems
+// and frees their loop devices; a later New finds each workspace and
+// mounts it again.
+//
 // # Platforms
 //
 // Linux: the backend relies on /proc (descriptors as working directories,
