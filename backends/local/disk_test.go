@@ -334,8 +334,9 @@ func loopsOf(t *testing.T, image string) []string {
 // TestCloseUnmountsTheDisks: a workspace gets the default size when none
 // is configured; Close unmounts its filesystem and frees its loop device
 // (a stopped broker's state directory can be removed), and a new backend
-// on the same state directory finds it with its files and its limit.
-// Destroy frees the loop device too.
+// on the same state directory finds it with its files and its limit (its
+// image's size, even with its saved limits unreadable and another default
+// configured). Destroy frees the loop device too.
 func TestCloseUnmountsTheDisks(t *testing.T) {
 	testutil.RequireLoopDevices(t)
 	ctx := context.Background()
@@ -370,6 +371,12 @@ func TestCloseUnmountsTheDisks(t *testing.T) {
 		t.Errorf("Stat in a workspace of a closed backend: %v, want ErrUnavailable", err)
 	}
 
+	// Its saved limits lost, and another default size configured: the
+	// workspace's disk is its image's size still.
+	if err := os.WriteFile(filepath.Join(state, "limits", "c.json"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultDiskBytes = 2 * diskSize
 	b2 := newBackend(t, cfg)
 	t.Cleanup(func() { _ = b2.Close() })
 	found, err := b2.List(ctx)

@@ -373,18 +373,22 @@ func (b *Backend) saveLimits(id string, l Limits) error {
 	return os.WriteFile(b.limitsFile(id), data, 0o600)
 }
 
-// loadLimits is what saveLimits kept, or the configured defaults.
+// loadLimits is what saveLimits kept, or else the configured cgroup
+// limits and the disk the workspace has: its image's size, none without
+// one (a workspace made without limits), whatever size is configured now.
 func (b *Backend) loadLimits(id string) Limits {
+	configured := Limits{Limits: b.cfg.Limits.Limits}
+	if fi, err := os.Stat(b.diskImage(id)); err == nil {
+		configured.DiskBytes = fi.Size()
+	}
 	data, err := os.ReadFile(b.limitsFile(id))
 	if err != nil {
-		// Nothing saved: made with no limits at all, so without a
-		// disk of its own, whatever the size configured now.
-		return Limits{Limits: b.cfg.Limits.Limits}
+		return configured
 	}
 	var l Limits
 	if err := json.Unmarshal(data, &l); err != nil || l.Validate() != nil {
 		b.logger.Warn("unreadable saved limits; using the configured ones", "workspace", id, "err", err)
-		return b.cfg.Limits
+		return configured
 	}
 	return l
 }
