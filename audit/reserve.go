@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultReserve is the space the audit keeps allocated beside its file
@@ -55,8 +53,8 @@ func (l *Log) growReserve(want int64) error {
 	if l.reserve == nil || l.reserved >= want {
 		return nil
 	}
-	err := unix.Fallocate(int(l.reserve.Fd()), 0, 0, want)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+	err := allocate(l.reserve, want)
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
 		err = writeZeros(l.reserve, l.reserved, want)
 	}
 	if err != nil {

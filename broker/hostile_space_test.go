@@ -74,7 +74,7 @@ func TestFullStateDiskStillDeletes(t *testing.T) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	if free := int64(st.Bavail) * st.Bsize; free >= 1<<20 { //nolint:gosec // block counts fit
+	if free := int64(st.Bavail) * int64(st.Bsize); free >= 1<<20 { //nolint:gosec,unconvert // block counts fit; Bsize is an int32 on darwin
 		t.Fatalf("the workspace did not fill the state filesystem: %d bytes free", free)
 	}
 	start := time.Now()

@@ -425,7 +425,7 @@ func TestDefaultDiskOffIsWarned(t *testing.T) {
 			t.Fatal(err)
 		}
 		lw := ws.(*local.Workspace)
-		defer lw.Destroy(ctx)
+		defer func() { _ = lw.Destroy(ctx) }()
 		if d, err := lw.Disk(); err != nil || d.LimitBytes != 0 {
 			t.Errorf("Disk() = %+v, %v; want none", d, err)
 		}
