@@ -38,7 +38,7 @@ func TestReserveKeepsRoomWhenTheDiskIsFull(t *testing.T) {
 		t.Fatalf("reserve after open: %d bytes, want %d", got, reserve)
 	}
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	testutil.FillDisk(t, filler)
 	if err := l.Ready(); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Ready on a full filesystem: %v, want ENOSPC", err)
 	}
@@ -78,24 +78,5 @@ func TestReserveKeepsRoomWhenTheDiskIsFull(t *testing.T) {
 	}
 	if rep := verify(t, path); len(rep.Problems) != 0 || rep.Records != n+1 {
 		t.Fatalf("chain: %d records, problems %v", rep.Records, rep.Problems)
-	}
-}
-
-// fill writes name until its filesystem is full.
-func fill(t *testing.T, name string) {
-	t.Helper()
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -91,7 +90,7 @@ func TestFullAuditDiskRefusesCalls(t *testing.T) {
 	bash := "/v1/workspaces/" + ws.ID + "/tools/bash"
 
 	filler := filepath.Join(dir, "filler")
-	fillDisk(t, filler)
+	testutil.FillDisk(t, filler)
 	resp, data := tc.as(aliceToken, "POST", bash, map[string]any{"command": "touch marker"})
 	checkProblem(t, resp, data, http.StatusServiceUnavailable, "unavailable")
 	if resp.Header.Get("Retry-After") == "" {
@@ -117,24 +116,5 @@ func TestFullAuditDiskRefusesCalls(t *testing.T) {
 	}
 	if rep, err := audit.Verify(path); err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("chain: %v %v", err, rep.Problems)
-	}
-}
-
-// fillDisk writes name until its filesystem is full.
-func fillDisk(t *testing.T, name string) {
-	t.Helper()
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
 	}
 }
