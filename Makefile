@@ -11,7 +11,7 @@ help: ## Show this help.
 .PHONY: build
 build: ## Build ./bin/broker and, beside it, the static SFTP server the docker backend injects.
 	$(GO) build -o bin/broker ./cmd/broker
-	CGO_ENABLED=0 $(GO) build -o bin/wsb-sftp-server ./cmd/wsb-sftp-server
+	CGO_ENABLED=0 $(GO) build -o bin/wsb-agent ./cmd/wsb-agent
 
 .PHONY: run
 run: ## Run the broker on the local backend (127.0.0.1:8722).
@@ -59,4 +59,4 @@ $(GOBIN_DIR)/golangci-lint:
 
 .PHONY: bench
 bench: ## Run the benchmark harness and print the side-by-side table (BENCH_FLAGS='-only hostile' for one scenario).
-	$(GO) run ./bench $(BENCH_FLAGS)
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // Defaults used where a Config field is zero.
@@ -77,7 +77,7 @@ type Config struct {
 	ProcessDir string
 	// Processes bounds each workspace's background processes: the size
 	// of each one's log, how many it keeps, what its stdin queues.
-	Processes background.Limits
+	Processes bgproc.Limits
 	// TLS, when set, makes Serve speak HTTPS; with ClientAuth set to
 	// tls.RequireAndVerifyClientCert and ClientCAs, only clients with a
 	// certificate from those CAs get to send a request at all (mTLS).

@@ -12,9 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wsbroker/wsbroker/audit"
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/wire"
 	"github.com/wsbroker/wsbroker/workspaces"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // Bounds of GET /processes/{proc}/wait's timeout, in seconds.
@@ -116,7 +116,7 @@ func (res workspacesResource) startProcess(w http.ResponseWriter, r *http.Reques
 const maxTag = 256
 
 // process resolves {proc}; answered with the problem when unknown.
-func (res workspacesResource) process(w http.ResponseWriter, r *http.Request) (*background.Process, bool) {
+func (res workspacesResource) process(w http.ResponseWriter, r *http.Request) (*bgproc.Process, bool) {
 	p, err := res.s.svc.Process(workspaceFrom(r.Context()), chi.URLParam(r, "proc"))
 	if err != nil {
 		res.s.fail(w, r, err)
@@ -216,7 +216,7 @@ func (res workspacesResource) closeStdin(w http.ResponseWriter, r *http.Request)
 }
 
 // backgroundProcess is a background process as the wire describes it.
-func backgroundProcess(i background.Info) wire.BackgroundProcess {
+func backgroundProcess(i bgproc.Info) wire.BackgroundProcess {
 	p := wire.BackgroundProcess{
 		ID: i.ID, Tag: i.Tag, Command: i.Command, Cwd: i.Cwd, State: i.State,
 		StartedAt: i.StartedAt, Result: i.Result, Error: i.Error, Stdin: i.Stdin,
@@ -231,7 +231,7 @@ func backgroundProcess(i background.Info) wire.BackgroundProcess {
 	return p
 }
 
-func backgroundProcesses(infos []background.Info) []wire.BackgroundProcess {
+func backgroundProcesses(infos []bgproc.Info) []wire.BackgroundProcess {
 	out := make([]wire.BackgroundProcess, len(infos))
 	for i, info := range infos {
 		out[i] = backgroundProcess(info)

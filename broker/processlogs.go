@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/wire"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // processLogs streams a background process's output as NDJSON from
@@ -43,7 +43,7 @@ func (res workspacesResource) processLogs(w http.ResponseWriter, r *http.Request
 
 // streamLog sends p's log from off through line and returns the last
 // line to send (nil when the client left).
-func streamLog(ctx context.Context, p *background.Process, off int64, follow bool, line func(any)) any {
+func streamLog(ctx context.Context, p *bgproc.Process, off int64, follow bool, line func(any)) any {
 	log := p.Log()
 	buf := make([]byte, execChunk)
 	for {
@@ -72,7 +72,7 @@ func streamLog(ctx context.Context, p *background.Process, off int64, follow boo
 	// The log closes just before the process records its end.
 	<-p.Done()
 	info := p.Info()
-	if info.State == background.Failed {
+	if info.State == bgproc.Failed {
 		_, code := ToHTTP(p.Err())
 		return wire.LogLine{Type: wire.LineError, Offset: off, Code: code, Detail: info.Error}
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/broker"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 func envMap(m map[string]string) func(string) string {

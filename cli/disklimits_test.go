@@ -12,8 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/internal/testutil"
-	"github.com/wsbroker/wsbroker/loopfs"
 )
 
 // TestLocalDiskLimitLoads: diskBytes sits beside the cgroup limits in

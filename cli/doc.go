@@ -88,7 +88,7 @@
 // Served, docker is the backend of a create that names none, unless
 // defaultBackend (BROKER_DEFAULT_BACKEND, --default-backend) names another
 // served one; serve says which at start.
-// The injected SFTP server, wsb-sftp-server (make build puts it in bin/
+// The injected SFTP server, wsb-agent (make build puts it in bin/
 // beside the broker), is looked for beside the broker's executable, then
 // on PATH.
 //

@@ -17,15 +17,15 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// buildSFTPServer builds cmd/wsb-sftp-server static into a temporary
+// buildSFTPServer builds cmd/wsb-agent static into a temporary
 // directory, as make build puts it beside the broker.
 func buildSFTPServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), docker.SFTPServerName)
-	build := exec.Command("go", "build", "-o", bin, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building wsb-sftp-server: %v\n%s", err, out)
+		t.Fatalf("building wsb-agent: %v\n%s", err, out)
 	}
 	return bin
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/backends/local"
 	"github.com/wsbroker/wsbroker/backends/ssh"
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // serve runs the broker until SIGINT or SIGTERM: configuration, state
@@ -96,7 +96,7 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 		OwnersFile:        filepath.Join(cfg.StateDir, "owners.json"),
 		EnvFile:           filepath.Join(cfg.StateDir, "env.json"),
 		ProcessDir:        filepath.Join(cfg.StateDir, "processes"),
-		Processes:         background.Limits{LogBytes: cfg.Processes.LogBytes, Processes: cfg.Processes.Max},
+		Processes:         bgproc.Limits{LogBytes: cfg.Processes.LogBytes, Processes: cfg.Processes.Max},
 		TLS:               tlsCfg,
 		MaxUploadBytes:    cfg.MaxUploadBytes,
 		MaxArchiveBytes:   cfg.MaxArchiveBytes,

@@ -3,8 +3,8 @@ package client_test
 import (
 	"testing"
 
-	"github.com/wsbroker/wsbroker/backends/backendtest/overhttp"
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/client/overhttp"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

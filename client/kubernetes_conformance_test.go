@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/backendtest/overhttp"
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
+	"github.com/wsbroker/wsbroker/client/overhttp"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

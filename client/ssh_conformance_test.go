@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/backends/backendtest/overhttp"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/backends/ssh/sshtest"
+	"github.com/wsbroker/wsbroker/client/overhttp"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

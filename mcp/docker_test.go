@@ -20,10 +20,10 @@ func TestDockerEndpoints(t *testing.T) {
 	testutil.RequireDocker(t)
 	testutil.RequireImage(t, docker.DefaultImage)
 	bin := filepath.Join(t.TempDir(), docker.SFTPServerName)
-	build := exec.Command("go", "build", "-o", bin, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building wsb-sftp-server: %v\n%s", err, out)
+		t.Fatalf("building wsb-agent: %v\n%s", err, out)
 	}
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity

@@ -8,9 +8,9 @@ import (
 	"syscall"
 
 	"github.com/wsbroker/wsbroker/audit"
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // BackgroundRequest is a command to start in the background.
@@ -26,7 +26,7 @@ type BackgroundRequest struct {
 // It is decided as an exec is (the same policy, the same limits), its
 // output is redacted into a bounded log, and it runs until it ends, is
 // removed, or the workspace is deleted or the broker shuts down.
-func (s *Service) StartProcess(ctx context.Context, w *Workspace, req BackgroundRequest) (background.Info, error) {
+func (s *Service) StartProcess(ctx context.Context, w *Workspace, req BackgroundRequest) (bgproc.Info, error) {
 	red := s.redactorOf(w)
 	command := audit.Truncate(red.String(req.Request.Command), audit.MaxCommand)
 	req.Request.Env = w.commandEnv(req.Request.Env)
@@ -35,21 +35,21 @@ func (s *Service) StartProcess(ctx context.Context, w *Workspace, req Background
 	ctx, _, err := s.admit(ctx, w, policy.Call{Op: "exec", Command: req.Request.Command, HasCommand: true,
 		Timeout: req.Request.Timeout, Env: envNames})
 	if err != nil {
-		return background.Info{}, err
+		return bgproc.Info{}, err
 	}
 	bo, ok := opsapi.As[opsapi.BashOperations](w.guard)
 	if !ok {
-		return background.Info{}, unsupported(w, "processes")
+		return bgproc.Info{}, unsupported(w, "processes")
 	}
 	// A missing or wrong directory is the caller's answer now, not a
 	// failed process found later.
 	if req.Request.Cwd != "" {
 		fi, err := w.guard.Stat(ctx, req.Request.Cwd)
 		if err != nil {
-			return background.Info{}, err
+			return bgproc.Info{}, err
 		}
 		if !fi.IsDir() {
-			return background.Info{}, opsapi.E("processes", req.Request.Cwd, opsapi.ErrNotDir, nil)
+			return bgproc.Info{}, opsapi.E("processes", req.Request.Cwd, opsapi.ErrNotDir, nil)
 		}
 	}
 	// The process outlives this request: its context keeps the admitted
@@ -58,7 +58,7 @@ func (s *Service) StartProcess(ctx context.Context, w *Workspace, req Background
 	life := context.WithValue(context.WithoutCancel(ctx), notesKey{}, Notes(nopNotes{}))
 	life, end, err := s.StartCommand(life, w)
 	if err != nil {
-		return background.Info{}, err
+		return bgproc.Info{}, err
 	}
 	run := func(ctx context.Context, er opsapi.ExecRequest) (opsapi.ExecResult, error) {
 		defer end()
@@ -68,10 +68,10 @@ func (s *Service) StartProcess(ctx context.Context, w *Workspace, req Background
 		_ = sr.Flush()
 		return res, err
 	}
-	p, err := w.procs.Start(life, background.Spec{Request: req.Request, Command: command, Tag: req.Tag, Stdin: req.Stdin}, run)
+	p, err := w.procs.Start(life, bgproc.Spec{Request: req.Request, Command: command, Tag: req.Tag, Stdin: req.Stdin}, run)
 	if err != nil {
 		end()
-		return background.Info{}, err
+		return bgproc.Info{}, err
 	}
 	s.logger.Info("background process started", "workspace", w.id, "process", p.ID(), "tag", req.Tag,
 		"request_id", requestFrom(ctx).ID)
@@ -79,18 +79,18 @@ func (s *Service) StartProcess(ctx context.Context, w *Workspace, req Background
 }
 
 // Process finds a background process of w.
-func (s *Service) Process(w *Workspace, id string) (*background.Process, error) {
+func (s *Service) Process(w *Workspace, id string) (*bgproc.Process, error) {
 	return w.procs.Get(id)
 }
 
 // BackgroundProcesses describes w's background processes, oldest first.
-func (s *Service) BackgroundProcesses(w *Workspace) []background.Info {
+func (s *Service) BackgroundProcesses(w *Workspace) []bgproc.Info {
 	return w.procs.List()
 }
 
 // RemoveProcess kills a background process's tree if it still runs,
 // forgets it and deletes its log.
-func (s *Service) RemoveProcess(ctx context.Context, w *Workspace, id string) (background.Info, error) {
+func (s *Service) RemoveProcess(ctx context.Context, w *Workspace, id string) (bgproc.Info, error) {
 	info, err := w.procs.Remove(ctx, id)
 	if err != nil {
 		return info, err

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/audit"
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/policy"
 	"github.com/wsbroker/wsbroker/tenant"
 	"github.com/wsbroker/wsbroker/tools"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // rediscoverTimeout bounds the backends' List calls in New.
@@ -64,7 +64,7 @@ type Config struct {
 	// is removed at start: its processes ended with it.
 	ProcessDir string
 	// Processes bounds each workspace's background processes.
-	Processes background.Limits
+	Processes bgproc.Limits
 	// EnvFile keeps each workspace's environment (SetEnv) across
 	// restarts, secrets included, with mode 0600; empty keeps it in
 	// memory only.
@@ -106,7 +106,7 @@ type Workspace struct {
 	ws        opsapi.Workspace // the backend's workspace
 	guard     *policy.Guard    // the same, behind the tenant's policy: call through it
 	toolbox   *tools.Toolbox
-	procs     *background.Table
+	procs     *bgproc.Table
 	env       atomic.Pointer[[]EnvVar] // see SetEnv
 	createdAt time.Time
 }
@@ -375,7 +375,7 @@ func (s *Service) add(id, backend, owner string, ws opsapi.Workspace, created ti
 		ws:        ws,
 		guard:     guard,
 		createdAt: created,
-		procs:     background.NewTable(filepath.Join(s.cfg.ProcessDir, id), s.cfg.Processes),
+		procs:     bgproc.NewTable(filepath.Join(s.cfg.ProcessDir, id), s.cfg.Processes),
 	}
 	w.toolbox = tools.New(guard, tools.Options{
 		Logger:        s.logger.With("workspace", id, "backend", backend, "tenant", owner),

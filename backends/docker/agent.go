@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
 // AgentRunDir is where a workspace's run directory appears inside its

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // inspect is the part of `docker inspect` the tests look at.

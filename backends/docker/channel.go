@@ -15,9 +15,9 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // InjectedSFTPServer is where the broker's own SFTP server is mounted,

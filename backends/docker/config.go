@@ -10,9 +10,9 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/wsbroker/wsbroker/backends/shared/bytesize"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
-	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
+	"github.com/wsbroker/wsbroker/internal/bytesize"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 // Config configures the docker backend. Zero fields take the defaults of
@@ -115,8 +115,8 @@ type Config struct {
 	// broker's own).
 	SFTPServer string `json:"sftpServer" yaml:"sftpServer"`
 	// SFTPServerBinary is the broker's static SFTP server
-	// (cmd/wsb-sftp-server) on the engine's host, bind-mounted read-only
-	// into every new container. Empty: wsb-sftp-server beside the broker's
+	// (cmd/wsb-agent) on the engine's host, bind-mounted read-only
+	// into every new container. Empty: wsb-agent beside the broker's
 	// executable, then on PATH; when none is found, "auto" works only for
 	// images that ship a server.
 	SFTPServerBinary string `json:"sftpServerBinary" yaml:"sftpServerBinary"`
@@ -125,7 +125,7 @@ type Config struct {
 	ImageSFTPServers []string `json:"imageSFTPServers" yaml:"imageSFTPServers"`
 	// Agent chooses how commands and files reach a container: "auto"
 	// (default) through the in-box agent (package agent, served by the
-	// injected wsb-sftp-server binary) when that binary is injected
+	// injected wsb-agent binary) when that binary is injected
 	// (sftpServer not "image") and the run directory can be shared with
 	// the container, else the engine's exec and the SFTP channel, as with
 	// "off". The agent serves both over a connection to a Unix socket the
@@ -224,7 +224,7 @@ const (
 
 // SFTPServerName is the broker's SFTP server binary, looked for beside the
 // broker's executable and on PATH.
-const SFTPServerName = "wsb-sftp-server"
+const SFTPServerName = "wsb-agent"
 
 // DefaultCommand is the container's main process.
 var DefaultCommand = []string{"sleep", "infinity"}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

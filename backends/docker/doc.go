@@ -33,7 +33,7 @@
 // API (CopyToContainer, CopyFromContainer) is never used: it runs on the
 // host side and has a history of symlink races (CVE-2018-15664,
 // CVE-2019-14271). The server is the image's OpenSSH sftp-server when it
-// has one, otherwise the broker's own static binary (cmd/wsb-sftp-server),
+// has one, otherwise the broker's own static binary (cmd/wsb-agent),
 // bind-mounted read-only at /.wsbroker/sftp-server when the container is
 // created. A channel that dies (its server killed, the connection
 // dropped) is replaced at the next operation; operations that change

@@ -23,10 +23,10 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
-	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentbin"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // Labels on every container and volume the backend makes.
@@ -178,7 +178,7 @@ func (b *Backend) warnRisks() {
 // beside the broker's executable, or on PATH. It must be a statically
 // linked ELF binary (it runs in images with no libc of ours).
 func findSFTPServer(configured string) (string, error) {
-	return staticbin.Find(configured, SFTPServerName)
+	return agentbin.Find(configured, SFTPServerName)
 }
 
 // sftpServers are the candidate server paths inside a container, in the

@@ -13,9 +13,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // baseEnv is added to every exec's environment, over the image's.

@@ -22,20 +22,20 @@ import (
 // testImage is the workspace image (images/workspace/build.sh).
 const testImage = docker.DefaultImage
 
-// sftpBinary is cmd/wsb-sftp-server, built static by TestMain.
+// sftpBinary is cmd/wsb-agent, built static by TestMain.
 var sftpBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wsb-sftp-server-")
+	dir, err := os.MkdirTemp("", "wsb-agent-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	sftpBinary = filepath.Join(dir, docker.SFTPServerName)
-	build := exec.Command("go", "build", "-o", sftpBinary, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	build := exec.Command("go", "build", "-o", sftpBinary, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building wsb-sftp-server: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "building wsb-agent: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -16,11 +16,11 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
+	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // Workspace is one container: files over the SFTP channel, commands in

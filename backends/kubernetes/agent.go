@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
 // agentDir is the pod's volume for the agent's binary. The workspace

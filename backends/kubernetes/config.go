@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/bytesize"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
-	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
+	"github.com/wsbroker/wsbroker/internal/bytesize"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 // ByteSize is a size in bytes that YAML and JSON may give as "2GiB".
@@ -61,7 +61,7 @@ type Config struct {
 	// WorkspaceDir is where the workspace volume is mounted. Default
 	// "/workspace".
 	WorkspaceDir string `json:"workspaceDir" yaml:"workspaceDir"`
-	// AgentBinary is the static agent (cmd/wsb-sftp-server) copied into
+	// AgentBinary is the static agent (cmd/wsb-agent) copied into
 	// each pod. Empty: beside the broker's executable, then on PATH.
 	AgentBinary string `json:"agentBinary" yaml:"agentBinary"`
 	// StartTimeout bounds a create: the pod scheduled and running, the

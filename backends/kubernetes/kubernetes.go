@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentbin"
 )
 
 // Labels and annotations on every pod the backend makes. Labels select
@@ -61,7 +61,7 @@ const namePrefix = "wsbroker-"
 
 // agentName is the agent's binary, looked for beside the broker and on
 // PATH.
-const agentName = "wsb-sftp-server"
+const agentName = "wsb-agent"
 
 // Backend creates workspaces as pods of one namespace.
 type Backend struct {
@@ -119,7 +119,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
 	}
 	b := &Backend{cfg: cfg, rest: rc, cs: cs, logger: logger, workspaces: map[string]*Workspace{}}
-	bin, err := staticbin.Find(cfg.AgentBinary, agentName)
+	bin, err := agentbin.Find(cfg.AgentBinary, agentName)
 	if err != nil {
 		return nil, opsapi.E(op, cfg.AgentBinary, opsapi.ErrInvalid, fmt.Errorf("the in-box agent is required: %w", err))
 	}

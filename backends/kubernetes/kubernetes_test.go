@@ -25,7 +25,7 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// agentBinary is cmd/wsb-sftp-server, built static by TestMain.
+// agentBinary is cmd/wsb-agent, built static by TestMain.
 var agentBinary string
 
 func TestMain(m *testing.M) {
@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	agentBinary = filepath.Join(dir, "wsb-sftp-server")
-	build := exec.Command("go", "build", "-o", agentBinary, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	agentBinary = filepath.Join(dir, "wsb-agent")
+	build := exec.Command("go", "build", "-o", agentBinary, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)

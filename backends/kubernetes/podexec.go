@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 )
 
 // The containers of every pod: the workspace's, where the agent and its

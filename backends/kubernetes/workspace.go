@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
+	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // Workspace is one pod: files and commands through its agent.

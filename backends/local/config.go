@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
-	"github.com/wsbroker/wsbroker/cgroups"
-	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/internal/execconf"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 )
 
 // Config configures the local backend. Zero fields take the defaults of

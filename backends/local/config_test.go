@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
-	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 func TestConfigValidate(t *testing.T) {

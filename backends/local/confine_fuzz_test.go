@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/local"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

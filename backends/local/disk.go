@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wsbroker/wsbroker/cgroups"
-	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/wsbroker/wsbroker/backends/local"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/internal/testutil"
-	"github.com/wsbroker/wsbroker/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

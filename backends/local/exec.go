@@ -17,9 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
-	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/internal/procstart"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"

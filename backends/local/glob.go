@@ -7,7 +7,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/wsbroker/wsbroker/backends/shared/globwalk"
+	"github.com/wsbroker/wsbroker/internal/globwalk"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsbroker/wsbroker/backends/local"
-	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wsbroker/wsbroker/cgroups"
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
 )
 
 // Default workspace limits, as the docker backend's: a Config whose

@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsbroker/wsbroker/backends/local/cgroups"
 	"github.com/wsbroker/wsbroker/backends/local/sandbox"
-	"github.com/wsbroker/wsbroker/cgroups"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
-	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/internal/procstart"
+	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -17,14 +17,14 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/staticbin"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentbin"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // agentName is the in-box agent's binary (it also serves SFTP).
-const agentName = "wsb-sftp-server"
+const agentName = "wsb-agent"
 
 // agentCacheDir is where hosts keep uploaded agents, by content hash,
 // relative to the account's home.
@@ -46,7 +46,7 @@ func (b *Backend) findAgent() error {
 	if b.cfg.InboxAgent == InboxAgentOff {
 		return nil
 	}
-	p, err := staticbin.Find(b.cfg.InboxAgentBinary, agentName)
+	p, err := agentbin.Find(b.cfg.InboxAgentBinary, agentName)
 	if err == nil {
 		var data []byte
 		if data, err = os.ReadFile(p); err == nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 // Config configures the ssh backend. Zero fields take the defaults of
@@ -48,12 +48,12 @@ type Config struct {
 	MaxSessions int `json:"maxSessions" yaml:"maxSessions"`
 	// InboxAgent chooses how commands reach a host: "auto" (default)
 	// through the in-box agent (package agent; the broker's static
-	// wsb-sftp-server binary, uploaded by content hash into
+	// wsb-agent binary, uploaded by content hash into
 	// ~/.cache/wsbroker on hosts of the broker's architecture) on one
 	// session kept open, else, or with "off", a session per command under
 	// the remoteexec wrapper. Files stay on the connection's own SFTP.
 	InboxAgent string `json:"inboxAgent" yaml:"inboxAgent"`
-	// InboxAgentBinary is that binary. Empty: wsb-sftp-server beside the
+	// InboxAgentBinary is that binary. Empty: wsb-agent beside the
 	// broker's executable, then on PATH.
 	InboxAgentBinary string `json:"inboxAgentBinary" yaml:"inboxAgentBinary"`
 	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all

@@ -22,10 +22,10 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/wsbroker/wsbroker/agent/agentclient"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // host is one user@address: one SSH connection (with its SFTP channel)

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // Backend creates workspaces as directories on SSH hosts.

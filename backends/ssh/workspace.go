@@ -3,14 +3,14 @@ package ssh
 import (
 	"context"
 	"fmt"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 	"io"
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
-	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
+	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // Open opens a regular file for reading over SFTP; see sftpops.FS.Open.

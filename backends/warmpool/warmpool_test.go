@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/warmpool"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 )
 
 // TestFillTakeRefill: the filler makes members up to the size, a take

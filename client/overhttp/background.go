@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/background"
 	"github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
+	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
 // backgroundCases covers background processes through the broker and the
@@ -132,7 +132,7 @@ func bgLogBound(t *testing.T, ws *client.Workspace) {
 	if end.State != wire.ProcessExited || end.Result.ExitCode != 0 {
 		t.Fatalf("ended as %+v", end)
 	}
-	const size = background.DefaultLogBytes
+	const size = bgproc.DefaultLogBytes
 	if w := end.Output.Written; w != 1<<30+len64("\ntail-marker\n") {
 		t.Fatalf("written %d bytes, want %d", w, 1<<30+len64("\ntail-marker\n"))
 	}

@@ -24,7 +24,7 @@ import (
 // dockerImage is the image the docker targets run.
 const dockerImage = docker.DefaultImage
 
-// sftpServer builds cmd/wsb-sftp-server (static) once into the run's
+// sftpServer builds cmd/wsb-agent (static) once into the run's
 // temporary directory, for the backend to mount into containers.
 func (e *Env) sftpServer(ctx context.Context) (string, error) {
 	e.sftpOnce.Do(func() {
@@ -34,7 +34,7 @@ func (e *Env) sftpServer(ctx context.Context) (string, error) {
 			return
 		}
 		bin := filepath.Join(e.TempDir, docker.SFTPServerName)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wsb-sftp-server")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wsb-agent")
 		cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 func main() {

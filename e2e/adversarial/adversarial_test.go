@@ -15,12 +15,12 @@ import (
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/backends/local"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
 	"github.com/wsbroker/wsbroker/backends/ssh"
 	"github.com/wsbroker/wsbroker/backends/ssh/sshtest"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/e2e/adversarial"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -116,10 +116,10 @@ func TestLocalHTTP(t *testing.T) {
 // its containers.
 func sftpBinary(t *testing.T) string {
 	out := filepath.Join(t.TempDir(), docker.SFTPServerName)
-	build := exec.Command("go", "build", "-o", out, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+	build := exec.Command("go", "build", "-o", out, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building wsb-sftp-server: %v\n%s", err, b)
+		t.Fatalf("building wsb-agent: %v\n%s", err, b)
 	}
 	return out
 }

@@ -26,7 +26,7 @@ const repoRoot = "../.."
 // readmeAddr is the address the README's commands use.
 const readmeAddr = "127.0.0.1:8722"
 
-// binDir holds bin/broker and bin/wsb-sftp-server, built as make build does.
+// binDir holds bin/broker and bin/wsb-agent, built as make build does.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 		env      []string
 	}{
 		{"broker", "./cmd/broker", nil},
-		{"wsb-sftp-server", "./cmd/wsb-sftp-server", []string{"CGO_ENABLED=0"}},
+		{"wsb-agent", "./cmd/wsb-agent", []string{"CGO_ENABLED=0"}},
 	} {
 		build := exec.Command("go", "build", "-o", filepath.Join(binDir, b.out), b.pkg)
 		build.Dir = repoRoot

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/backends/shared/bytesize"
+	"github.com/wsbroker/wsbroker/internal/bytesize"
 )
 
 func TestSize(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
+	"github.com/wsbroker/wsbroker/internal/execconf"
 )
 
 // host embeds the block as a backend's Config does.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 )
 
 func baseConfig(out io.Writer) execpump.Config {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 )
 
 // slowWriter is a caller that reads the output slowly: each Write blocks

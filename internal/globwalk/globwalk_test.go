@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/backends/shared/globwalk"
+	"github.com/wsbroker/wsbroker/internal/globwalk"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

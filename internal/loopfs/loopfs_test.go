@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/internal/testutil"
-	"github.com/wsbroker/wsbroker/loopfs"
 )
 
 // TestWritingPastTheSizeIsENOSPCAndDeletingWorks: the kernel holds the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/wsbroker/wsbroker/backends/shared/rgjson"
+	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )

@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -15,7 +15,7 @@ var agentOnce struct {
 	out  []byte
 }
 
-// AgentBinary builds the in-box agent (cmd/wsb-sftp-server, static) once
+// AgentBinary builds the in-box agent (cmd/wsb-agent, static) once
 // per test process and returns its path; it is removed when the process
 // ends only by the system's temporary-file cleanup, as go test's own.
 func AgentBinary(t testing.TB) string {
@@ -26,8 +26,8 @@ func AgentBinary(t testing.TB) string {
 			agentOnce.err = err
 			return
 		}
-		p := filepath.Join(dir, "wsb-sftp-server")
-		build := exec.Command("go", "build", "-o", p, "github.com/wsbroker/wsbroker/cmd/wsb-sftp-server")
+		p := filepath.Join(dir, "wsb-agent")
+		build := exec.Command("go", "build", "-o", p, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		agentOnce.out, agentOnce.err = build.CombinedOutput()
 		agentOnce.path = p

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsbroker/wsbroker/loopfs"
+	"github.com/wsbroker/wsbroker/internal/loopfs"
 )
 
 // InCI reports whether skips are disallowed: CI=true, or

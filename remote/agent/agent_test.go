@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/killtree"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
-// binary is cmd/wsb-sftp-server (the agent), built once by TestMain.
+// binary is cmd/wsb-agent (the agent), built once by TestMain.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -37,8 +37,8 @@ func TestMain(m *testing.M) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "wsb-sftp-server")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/wsb-sftp-server")
+	binary = filepath.Join(dir, "wsb-agent")
+	build := exec.Command("go", "build", "-o", binary, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)

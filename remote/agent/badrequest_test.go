@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // TestBadRequestsCloseTheirStreamOnly: a header over the size limit, one

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // writes records each Write on its own.

@@ -1,4 +1,4 @@
-// Package agent is the in-box agent: one static binary (cmd/wsb-sftp-server, named for what it first was),
+// Package agent is the in-box agent: one static binary (cmd/wsb-agent),
 // started once per remote workspace and kept running, that serves the
 // workspace's file operations and commands next to the files, over one
 // connection.
@@ -48,7 +48,7 @@
 // # Commands and the kill
 //
 // Each command runs under a reaper of its own: the agent re-executes itself
-// as "wsb-sftp-server reap", which becomes a child subreaper
+// as "wsb-agent reap", which becomes a child subreaper
 // (PR_SET_CHILD_SUBREAPER) and starts `SHELL -c COMMAND` in a new process
 // group. Reapers are started ahead of time and reused once their subtree
 // is empty (reapers.go). Every descendant, whether it calls setsid, double-forks or clears

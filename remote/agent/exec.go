@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 )
 
 // relayPause runs between an output relay's read and its frame; tests

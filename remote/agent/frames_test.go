@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/yamux"
 
-	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // Helpers for tests that speak the agent's protocol themselves: raw

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/internal/testutil"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
 // agentProc is the agent binary started as the docker backend starts

@@ -14,26 +14,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+	"github.com/wsbroker/wsbroker/remote/sftpserver"
 )
 
 // Main is the agent binary's main; it returns the exit code.
 func Main(args []string) int {
 	if len(args) == 0 {
-		// As wsb-sftp-server always did: SFTP on stdio.
+		// As wsb-agent always did: SFTP on stdio.
 		args = []string{"sftp-server"}
 	}
 	switch args[0] {
 	case ReapMode:
 		if err := undumpable(); err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+			fmt.Fprintln(os.Stderr, "wsb-agent reap:", err)
 			return 1
 		}
 		return Reap(args[1:])
 	case "sftp-server":
 		sftpserver.WidenPipes(os.Stdin, os.Stdout)
 		if err := sftpserver.Serve(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-sftp-server:", err)
+			fmt.Fprintln(os.Stderr, "wsb-agent:", err)
 			return 1
 		}
 		return 0
@@ -44,7 +44,7 @@ func Main(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server [serve --connect PATH | serve --stdio | sftp-server]")
+	fmt.Fprintln(os.Stderr, "usage: wsb-agent [serve --connect PATH | serve --stdio | sftp-server]")
 	return 2
 }
 
@@ -110,7 +110,7 @@ func toDevNull(fds ...int) error {
 
 func exitCode(err error) int {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "wsb-sftp-server:", err)
+		fmt.Fprintln(os.Stderr, "wsb-agent:", err)
 		return 1
 	}
 	return 0

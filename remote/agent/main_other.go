@@ -9,6 +9,6 @@ import (
 
 // Main: the agent runs on Linux only.
 func Main(args []string) int {
-	fmt.Fprintln(os.Stderr, "wsb-sftp-server runs on Linux only")
+	fmt.Fprintln(os.Stderr, "wsb-agent runs on Linux only")
 	return 2
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+	"github.com/wsbroker/wsbroker/remote/sftpserver"
 )
 
 // serveRead streams the file at path (OpRead): one io.Copy onto the

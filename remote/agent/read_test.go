@@ -15,9 +15,9 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
 // TestReadFileStreamsTheWholeFile: OpRead gives a file's bytes exactly,

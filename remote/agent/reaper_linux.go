@@ -32,7 +32,7 @@ import (
 // control socket.
 func Reap(args []string) int {
 	if len(args) != 0 {
-		fmt.Fprintln(os.Stderr, "usage: wsb-sftp-server reap, with a control socket on fd 3 (started by the agent)")
+		fmt.Fprintln(os.Stderr, "usage: wsb-agent reap, with a control socket on fd 3 (started by the agent)")
 		return 2
 	}
 	// Everything a command need not wait for happens before its job comes.
@@ -192,7 +192,7 @@ func serve(main int, id uint64, chld <-chan os.Signal, msgs <-chan ctlItem, gone
 	killAll := func() {
 		n, err := killtree.KillSubtree(grace, func() { reap() })
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+			fmt.Fprintln(os.Stderr, "wsb-agent reap:", err)
 		}
 		say("killed %d", n)
 	}
@@ -231,7 +231,7 @@ func readCtl(ctl int, msgs chan<- ctlItem, gone chan<- struct{}) {
 				f.Close()
 			}
 			if !errors.Is(err, io.EOF) {
-				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap:", err)
+				fmt.Fprintln(os.Stderr, "wsb-agent reap:", err)
 			}
 			return
 		case m.Job != nil && len(files) == jobFiles(m.Job) && len(m.Job.Argv) > 0:
@@ -246,13 +246,13 @@ func readCtl(ctl int, msgs chan<- ctlItem, gone chan<- struct{}) {
 			if m.Signal.Sig < 1 || m.Signal.Sig > MaxSignal {
 				// The agent checks; a bad one is dropped, not worth the
 				// command it would end.
-				fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: dropped signal", m.Signal.Sig)
+				fmt.Fprintln(os.Stderr, "wsb-agent reap: dropped signal", m.Signal.Sig)
 				continue
 			}
 			msgs <- ctlItem{sig: m.Signal}
 		default:
 			closeFiles(files...)
-			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: a bad message from the agent")
+			fmt.Fprintln(os.Stderr, "wsb-agent reap: a bad message from the agent")
 			return
 		}
 	}

@@ -12,13 +12,13 @@ import (
 
 	"github.com/hashicorp/yamux"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+	"github.com/wsbroker/wsbroker/remote/sftpserver"
 )
 
 // Server serves connections from the broker.
 type Server struct {
 	// Self is the agent's own executable, re-executed as each command's
-	// reaper ("wsb-sftp-server reap").
+	// reaper ("wsb-agent reap").
 	Self string
 	// Logger receives the agent's diagnostics (stderr of the agent).
 	Logger *slog.Logger

@@ -32,7 +32,7 @@ func signalSubtree(sig syscall.Signal) {
 	for range maxSignalScans {
 		pids, err := killtree.Descendants()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "wsb-sftp-server reap: signal:", err)
+			fmt.Fprintln(os.Stderr, "wsb-agent reap: signal:", err)
 			return
 		}
 		// Those pinned before this scan and in it are confirmed; the

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/agent/agentclient"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/agentclient"
 )
 
 // execTTY runs command on a terminal of size, with env added, bounded

@@ -1,4 +1,4 @@
-package staticbin
+package agentbin
 
 import (
 	"debug/elf"

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/agent"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // Client is one connection to an agent.

@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
-	"github.com/wsbroker/wsbroker/backends/shared/execconf"
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
+	"github.com/wsbroker/wsbroker/internal/execconf"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // ExecConfig are a command's settings that come from the backend's

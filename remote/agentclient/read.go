@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // ReadFile opens the regular file at the absolute path abs as a raw byte

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/wsbroker/wsbroker/agent"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
 // stdinChunk is how much of the caller's stdin one Read takes, and so

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // TestKillGraceIsWallTime: the kill script's grace is time on the clock,

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/execpump"
+	"github.com/wsbroker/wsbroker/internal/execpump"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsbroker/wsbroker/backends/shared/remoteexec"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
 
 // The transport in these tests is the local machine itself: argv runs as

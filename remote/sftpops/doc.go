@@ -29,7 +29,7 @@
 // write.
 //
 // A server that advertises atomic-write@wsbroker.dev (the broker's own,
-// package backends/shared/sftpserver; the names in backends/shared/sftpext)
+// package remote/sftpserver; the names in remote/sftpext)
 // gets a file of up to 64 KiB in one request instead: the server does the
 // same steps inside the workspace, and the write costs one round trip
 // instead of three.

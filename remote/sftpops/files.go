@@ -15,8 +15,8 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // Extensions OpenSSH offers that WriteFile uses.
@@ -619,7 +619,7 @@ func readUpTo(r io.Reader, limit int) (data []byte, whole bool, err error) {
 }
 
 // atomicWrite replaces abs with data in one request to a server with the
-// atomic-write@wsbroker.dev extension (package backends/shared/sftpserver), which
+// atomic-write@wsbroker.dev extension (package remote/sftpserver), which
 // does inside the workspace what WriteFile's other path does in three
 // round trips: link followed, temporary file, old mode and owner, fsync
 // unless NoSync, rename. Like that path's rename, the request, once sent,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/shared/globwalk"
+	"github.com/wsbroker/wsbroker/internal/globwalk"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 

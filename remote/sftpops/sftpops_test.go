@@ -18,11 +18,11 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpops"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpops"
+	"github.com/wsbroker/wsbroker/remote/sftpserver"
 )
 
 // opensshSftpServer is Debian's OpenSSH SFTP server, which speaks SFTP on

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpserver"
+	"github.com/wsbroker/wsbroker/remote/sftpserver"
 )
 
 func pipeSize(t *testing.T, f *os.File) int {

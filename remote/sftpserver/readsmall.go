@@ -3,7 +3,7 @@ package sftpserver
 import (
 	"encoding/binary"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // SFTP v3 pieces of an ATTRS reply for a regular file.

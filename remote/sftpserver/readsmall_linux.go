@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // readSmall returns the ATTRS reply carrying p's content, or false when p

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // inline returns the content a ReadSmall reply carried, if any.

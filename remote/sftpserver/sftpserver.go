@@ -14,7 +14,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // PipeSize is what WidenPipes asks for: the kernel's default

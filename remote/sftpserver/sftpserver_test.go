@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
-	"github.com/wsbroker/wsbroker/backends/shared/sftpext"
+	"github.com/wsbroker/wsbroker/remote/sftpext"
 )
 
 // start serves on pipes and returns a pkg/sftp client on them; served

@@ -1,4 +1,4 @@
-// Package background keeps a workspace's background processes: commands
+// Package bgproc keeps a workspace's background processes: commands
 // started without a caller waiting for them, each with a handle (an id),
 // its output in a bounded log that readers address by byte offset, an
 // optional stdin that callers write to in pieces, and signals for its
@@ -16,4 +16,4 @@
 // wrapped past it; then it is told exactly which bytes were dropped. The
 // log lives outside the workspace so that its commands can neither fill
 // it past its bound nor rewrite it.
-package background
+package bgproc

@@ -146,7 +146,7 @@ export function buildBroker(): string {
 	execFileSync("go", ["build", "-o", bin, "./cmd/broker"], { cwd: repoRoot, stdio: ["ignore", "inherit", "inherit"] });
 	// The in-box agent beside the broker, where serve looks for it (as
 	// make build puts it): docker and kubernetes workspaces run through it.
-	execFileSync("go", ["build", "-o", path.join(dir, "wsb-sftp-server"), "./cmd/wsb-sftp-server"], {
+	execFileSync("go", ["build", "-o", path.join(dir, "wsb-agent"), "./cmd/wsb-agent"], {
 		cwd: repoRoot,
 		stdio: ["ignore", "inherit", "inherit"],
 		env: { ...process.env, CGO_ENABLED: "0" },
