@@ -21,7 +21,7 @@ func TestConformanceSSHOverHTTP(t *testing.T) {
 	cfg := ssh.NewConfig()
 	cfg.KnownHostsFiles, cfg.IdentityFiles = []string{srv.KnownHosts}, []string{srv.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"test": {Address: srv.Addr, User: srv.User}}
-	cfg.InboxAgentBinary = testutil.AgentBinary(t)
+	cfg.AgentBinary = testutil.AgentBinary(t)
 	overhttp.Run(t, overhttp.Options{
 		Backend: func(t *testing.T) (opsapi.Backend, error) { return ssh.New(cfg, testutil.Logger(t)) },
 		CreateOptions: func(t *testing.T) json.RawMessage {

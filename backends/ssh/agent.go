@@ -46,7 +46,7 @@ func (b *Backend) findAgent() error {
 	if b.cfg.InboxAgent == InboxAgentOff {
 		return nil
 	}
-	p, err := agentbin.Find(b.cfg.InboxAgentBinary, agentName)
+	p, err := agentbin.Find(b.cfg.AgentBinary, agentName)
 	if err == nil {
 		var data []byte
 		if data, err = os.ReadFile(p); err == nil {
@@ -55,7 +55,7 @@ func (b *Backend) findAgent() error {
 			return nil
 		}
 	}
-	if b.cfg.InboxAgentBinary != "" {
+	if b.cfg.AgentBinary != "" {
 		return err
 	}
 	b.logger.Info("no in-box agent binary; commands run in a session each", "reason", err)

@@ -52,10 +52,16 @@ type Config struct {
 	// ~/.cache/wsbroker on hosts of the broker's architecture) on one
 	// session kept open, else, or with "off", a session per command under
 	// the remoteexec wrapper. Files stay on the connection's own SFTP.
+	// (Not "agent" as in docker's configuration: here that key offers an
+	// ssh-agent's keys.)
 	InboxAgent string `json:"inboxAgent" yaml:"inboxAgent"`
-	// InboxAgentBinary is that binary. Empty: wsb-agent beside the
+	// AgentBinary is that in-box agent binary (cmd/wsb-agent), as for
+	// the docker and kubernetes backends. Empty: wsb-agent beside the
 	// broker's executable, then on PATH.
-	InboxAgentBinary string `json:"inboxAgentBinary" yaml:"inboxAgentBinary"`
+	AgentBinary string `json:"agentBinary" yaml:"agentBinary"`
+	// Deprecated: InboxAgentBinary is AgentBinary's old name, still read
+	// (New logs a warning); setting both to different paths is invalid.
+	InboxAgentBinary string `json:"inboxAgentBinary,omitempty" yaml:"inboxAgentBinary,omitempty"`
 	// Exec holds killGrace, drainIdle, maxDrain, shell and rgPath, all
 	// on the host; see package execconf.
 	execconf.Exec `yaml:",inline"`
@@ -173,8 +179,14 @@ func (c Config) Validate() error {
 	if c.InboxAgent != InboxAgentAuto && c.InboxAgent != InboxAgentOff {
 		errs = append(errs, fmt.Errorf("inboxAgent %q must be %q or %q", c.InboxAgent, InboxAgentAuto, InboxAgentOff))
 	}
+	if c.AgentBinary != "" && !path.IsAbs(c.AgentBinary) {
+		errs = append(errs, fmt.Errorf("agentBinary %q is not an absolute path", c.AgentBinary))
+	}
 	if c.InboxAgentBinary != "" && !path.IsAbs(c.InboxAgentBinary) {
-		errs = append(errs, fmt.Errorf("inboxAgentBinary %q is not an absolute path", c.InboxAgentBinary))
+		errs = append(errs, fmt.Errorf("inboxAgentBinary (deprecated: agentBinary) %q is not an absolute path", c.InboxAgentBinary))
+	}
+	if c.InboxAgentBinary != "" && c.AgentBinary != "" && c.InboxAgentBinary != c.AgentBinary {
+		errs = append(errs, fmt.Errorf("agentBinary %q and its deprecated alias inboxAgentBinary %q differ: keep agentBinary only", c.AgentBinary, c.InboxAgentBinary))
 	}
 	errs = append(errs, c.Exec.ProgramProblems()...)
 	return errors.Join(errs...)

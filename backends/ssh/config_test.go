@@ -1,9 +1,15 @@
 package ssh
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/wsbroker/wsbroker/internal/testutil"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -33,6 +39,10 @@ func TestConfigValidate(t *testing.T) {
 		{"drain cap below idle", func(c *Config) { c.MaxDrain = time.Millisecond }, "maxDrain"},
 		{"too few sessions", func(c *Config) { c.MaxSessions = 3 }, "maxSessions"},
 		{"relative shell", func(c *Config) { c.Shell = "bash" }, "not an absolute path"},
+		{"relative agent binary", func(c *Config) { c.AgentBinary = "wsb-agent" }, `agentBinary "wsb-agent" is not an absolute path`},
+		{"relative deprecated agent binary", func(c *Config) { c.InboxAgentBinary = "wsb-agent" }, "inboxAgentBinary (deprecated: agentBinary)"},
+		{"alias agrees", func(c *Config) { c.AgentBinary = "/a"; c.InboxAgentBinary = "/a" }, ""},
+		{"alias differs", func(c *Config) { c.AgentBinary = "/a"; c.InboxAgentBinary = "/b" }, "differ"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base()
@@ -51,5 +61,35 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if a, err := normalizeAddr("example.org"); err != nil || a != "example.org:22" {
 		t.Fatalf("normalizeAddr = %q, %v", a, err)
+	}
+}
+
+// TestAgentBinaryKeys: agentBinary names the in-box agent; the old key
+// inboxAgentBinary still does, with one warning at New.
+func TestAgentBinaryKeys(t *testing.T) {
+	bin := testutil.AgentBinary(t)
+	for _, key := range []string{"agentBinary", "inboxAgentBinary"} {
+		t.Run(key, func(t *testing.T) {
+			doc := "insecureIgnoreHostKey: true\nagent: true\n" + key + ": " + bin + "\n"
+			var cfg Config
+			dec := yaml.NewDecoder(strings.NewReader(doc))
+			dec.KnownFields(true) // as broker serve reads its file
+			if err := dec.Decode(&cfg); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			b, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if b.agent == nil || b.agent.path != bin {
+				t.Fatalf("agent binary %+v, want %s", b.agent, bin)
+			}
+			warned := strings.Count(logs.String(), "inboxAgentBinary is deprecated")
+			if want := map[string]int{"agentBinary": 0, "inboxAgentBinary": 1}[key]; warned != want {
+				t.Fatalf("%d deprecation warnings, want %d:\n%s", warned, want, logs.String())
+			}
+		})
 	}
 }

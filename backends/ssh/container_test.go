@@ -27,7 +27,7 @@ func newVMBackend(t testing.TB, c *sshtest.Container) *ssh.Backend {
 	cfg.KnownHostsFiles = []string{c.KnownHosts}
 	cfg.IdentityFiles = []string{c.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"vm": {Address: c.Addr, User: c.User}}
-	cfg.InboxAgentBinary = testutil.AgentBinary(t)
+	cfg.AgentBinary = testutil.AgentBinary(t)
 	b, err := ssh.New(cfg, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)

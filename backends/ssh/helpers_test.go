@@ -17,7 +17,7 @@ func newBackend(t testing.TB, srv *sshtest.Server, opts ...func(*ssh.Config)) *s
 	cfg.KnownHostsFiles = []string{srv.KnownHosts}
 	cfg.IdentityFiles = []string{srv.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"test": {Address: srv.Addr, User: srv.User}}
-	cfg.InboxAgentBinary = testutil.AgentBinary(t)
+	cfg.AgentBinary = testutil.AgentBinary(t)
 	for _, o := range opts {
 		o(&cfg)
 	}

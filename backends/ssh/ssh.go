@@ -49,6 +49,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{cfg: cfg, logger: logger.With("backend", "ssh"), hosts: map[string]*host{}}
+	if cfg.InboxAgentBinary != "" {
+		b.logger.Warn("the ssh key inboxAgentBinary is deprecated: call it agentBinary", "path", cfg.InboxAgentBinary)
+		b.cfg.AgentBinary = cfg.InboxAgentBinary
+	}
 	if cfg.InsecureIgnoreHostKey {
 		b.logger.Warn("INSECURE: insecureIgnoreHostKey is set; SSH host keys are NOT verified and any machine on the path can impersonate a workspace host")
 		b.hostKeys = ssh.InsecureIgnoreHostKey()
@@ -71,7 +75,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		b.signers = append(b.signers, s)
 	}
 	if err := b.findAgent(); err != nil {
-		return nil, opsapi.E(op, cfg.InboxAgentBinary, opsapi.ErrInvalid, err)
+		return nil, opsapi.E(op, b.cfg.AgentBinary, opsapi.ErrInvalid, err)
 	}
 	return b, nil
 }

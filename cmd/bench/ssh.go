@@ -285,7 +285,7 @@ func sshInProcess() Target {
 				return nil, errors.Join(err, srv.Stop())
 			}
 			cfg := sshbackend.NewConfig()
-			cfg.InboxAgentBinary = agentBin
+			cfg.AgentBinary = agentBin
 			cfg.KnownHostsFiles = []string{srv.KnownHosts}
 			cfg.IdentityFiles = []string{srv.IdentityFile}
 			cfg.Hosts = map[string]sshbackend.Host{"loopback": {Address: srv.Addr, User: sshUser}}

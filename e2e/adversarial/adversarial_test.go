@@ -199,7 +199,7 @@ func TestSSH(t *testing.T) {
 	cfg.KnownHostsFiles = []string{srv.KnownHosts}
 	cfg.IdentityFiles = []string{srv.IdentityFile}
 	cfg.Hosts = map[string]ssh.Host{"test": {Address: srv.Addr, User: srv.User}}
-	cfg.InboxAgentBinary = testutil.AgentBinary(t)
+	cfg.AgentBinary = testutil.AgentBinary(t)
 	cfg.KillGrace = grace
 	b, err := ssh.New(cfg, testutil.Logger(t))
 	if err != nil {
