@@ -177,7 +177,7 @@ func TestServeDockerBackendReachesEngine(t *testing.T) {
 	testutil.RequireDocker(t)
 	testutil.RequireImage(t, docker.DefaultImage)
 	bin := buildSFTPServer(t)
-	_, backends, err := serveBackends(t, "docker:\n  sftpServerBinary: "+bin+"\n  killGrace: 500ms\n")
+	_, backends, err := serveBackends(t, "docker:\n  agentBinary: "+bin+"\n  killGrace: 500ms\n")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestConformanceDockerOverHTTP(t *testing.T) {
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
 	cfg.KillGrace = 500 * time.Millisecond
-	cfg.SFTPServerBinary = testutil.AgentBinary(t)
+	cfg.AgentBinary = testutil.AgentBinary(t)
 	overhttp.Run(t, overhttp.Options{Backend: func(t *testing.T) (opsapi.Backend, error) {
 		return docker.New(cfg, testutil.Logger(t))
 	}})

@@ -27,7 +27,7 @@ func TestDockerEndpoints(t *testing.T) {
 	}
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
-	cfg.SFTPServerBinary = bin
+	cfg.AgentBinary = bin
 	cfg.KillGrace = 500 * time.Millisecond
 	db, err := docker.New(cfg, testutil.Logger(t))
 	if err != nil {

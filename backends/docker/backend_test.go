@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
@@ -495,13 +498,45 @@ func TestNewChecksTheInjectedBinary(t *testing.T) {
 	for _, bin := range []string{"/bin/sh", filepath.Join(t.TempDir(), "missing")} {
 		cfg := docker.NewConfig()
 		cfg.Identity = testutil.BrokerIdentity
-		cfg.SFTPServerBinary = bin
+		cfg.AgentBinary = bin
 		if _, err := docker.New(cfg, testutil.Logger(t)); !errors.Is(err, opsapi.ErrInvalid) {
-			t.Errorf("sftpServerBinary %s: %v, want ErrInvalid", bin, err)
+			t.Errorf("agentBinary %s: %v, want ErrInvalid", bin, err)
 		}
 	}
 	if _, err := os.Stat(sftpBinary); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOldAgentBinaryKey: the agent binary's old YAML key, sftpServerBinary,
+// still names it (a missing file is refused as under agentBinary), and
+// the start warns once that it is deprecated. No engine is needed: the
+// warning comes before the engine is asked.
+func TestOldAgentBinaryKey(t *testing.T) {
+	start := func(bin string) (string, error) {
+		var cfg docker.Config
+		dec := yaml.NewDecoder(strings.NewReader("host: unix:///nonexistent/docker.sock\nsftpServerBinary: " + bin + "\n"))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Identity = testutil.BrokerIdentity
+		var logs testutil.LockedBuffer
+		_, err := docker.New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		return logs.String(), err
+	}
+	if _, err := start(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, opsapi.ErrInvalid) {
+		t.Errorf("sftpServerBinary naming a missing file: %v, want ErrInvalid", err)
+	}
+	logs, err := start(sftpBinary)
+	if !errors.Is(err, opsapi.ErrUnavailable) {
+		t.Errorf("New with no engine: %v, want ErrUnavailable", err)
+	}
+	if n := strings.Count(logs, "sftpServerBinary is deprecated"); n != 1 {
+		t.Errorf("the deprecation is logged %d times, want once:\n%s", n, logs)
+	}
+	if strings.Contains(logs, "no sftp server binary to inject") {
+		t.Errorf("the binary under the old key was not used:\n%s", logs)
 	}
 }
 
@@ -555,7 +590,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
-	cfg.SFTPServerBinary = sftpBinary
+	cfg.AgentBinary = sftpBinary
 	cfg.IdleTTL = time.Hour
 	b, err := docker.New(cfg, testutil.Logger(t))
 	if err != nil {

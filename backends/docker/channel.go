@@ -195,7 +195,7 @@ func (w *Workspace) openChannel(ctx context.Context) (*channel, error) {
 		switch {
 		case len(f) == 0:
 		case f[0] == "nosftp":
-			return fail(fmt.Errorf("no sftp server in the container (looked for %s); configure sftpServerBinary or use an image with OpenSSH's sftp-server",
+			return fail(fmt.Errorf("no sftp server in the container (looked for %s); configure agentBinary or use an image with OpenSSH's sftp-server",
 				strings.Join(w.b.sftpServers(), ", ")))
 		case f[0] == "server" && len(f) == 2:
 			c.server = f[1]

@@ -114,11 +114,16 @@ type Config struct {
 	// "image" (only the image's; nothing is mounted), "inject" (only the
 	// broker's own).
 	SFTPServer string `json:"sftpServer" yaml:"sftpServer"`
-	// SFTPServerBinary is the broker's static SFTP server
-	// (cmd/wsb-agent) on the engine's host, bind-mounted read-only
-	// into every new container. Empty: wsb-agent beside the broker's
-	// executable, then on PATH; when none is found, "auto" works only for
-	// images that ship a server.
+	// AgentBinary is the broker's static in-box agent (cmd/wsb-agent,
+	// which is also its SFTP server) on the engine's host, bind-mounted
+	// read-only into every new container. Empty: wsb-agent beside the
+	// broker's executable, then on PATH; when none is found, "auto" works
+	// only for images that ship a server.
+	AgentBinary string `json:"agentBinary" yaml:"agentBinary"`
+	// SFTPServerBinary is the old name of AgentBinary, still read (with a
+	// warning at start) when agentBinary is not set.
+	//
+	// Deprecated: use AgentBinary.
 	SFTPServerBinary string `json:"sftpServerBinary" yaml:"sftpServerBinary"`
 	// ImageSFTPServers are where an image's own server is looked for, in
 	// order. Default: the Debian, Red Hat and Alpine paths of OpenSSH's.
@@ -277,6 +282,7 @@ func (c Config) withDefaults() Config {
 	str(&c.WorkspaceDir, d.WorkspaceDir)
 	str(&c.SFTPServer, d.SFTPServer)
 	str(&c.Agent, AgentAuto)
+	str(&c.AgentBinary, c.SFTPServerBinary)
 	if c.Memory == 0 {
 		c.Memory = d.Memory
 	}
@@ -371,8 +377,15 @@ func (c Config) Validate() error {
 	if c.RunDir != "" && !path.IsAbs(c.RunDir) {
 		add("runDir %q is not an absolute path", c.RunDir)
 	}
+	if c.AgentBinary != "" && !path.IsAbs(c.AgentBinary) {
+		add("agentBinary %q is not an absolute path", c.AgentBinary)
+	}
 	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
 		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)
+	}
+	if c.SFTPServerBinary != "" && c.AgentBinary != "" && c.SFTPServerBinary != c.AgentBinary {
+		add("sftpServerBinary %q (the deprecated name of agentBinary) differs from agentBinary %q: set only agentBinary",
+			c.SFTPServerBinary, c.AgentBinary)
 	}
 	pools := make([]warmpool.Spec, len(c.Pools))
 	for i, p := range c.Pools {

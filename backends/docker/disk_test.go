@@ -142,7 +142,7 @@ func loggedBackend(t *testing.T, logs *testutil.LockedBuffer, opts ...func(*dock
 	testutil.RequireImage(t, testImage)
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
-	cfg.SFTPServerBinary = sftpBinary
+	cfg.AgentBinary = sftpBinary
 	for _, o := range opts {
 		o(&cfg)
 	}

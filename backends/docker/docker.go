@@ -82,14 +82,17 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	}
 	logger = logger.With("backend", "docker")
 	b := &Backend{cfg: cfg, logger: logger, workspaces: map[string]*Workspace{}}
+	if cfg.SFTPServerBinary != "" {
+		logger.Warn("sftpServerBinary is deprecated: call it agentBinary", "agentBinary", cfg.AgentBinary)
+	}
 
 	if cfg.SFTPServer != SFTPImage {
-		bin, err := findSFTPServer(cfg.SFTPServerBinary)
+		bin, err := findSFTPServer(cfg.AgentBinary)
 		switch {
 		case err == nil:
 			b.injectBinary = bin
-		case cfg.SFTPServer == SFTPInject || cfg.SFTPServerBinary != "":
-			return nil, opsapi.E(op, cfg.SFTPServerBinary, opsapi.ErrInvalid, err)
+		case cfg.SFTPServer == SFTPInject || cfg.AgentBinary != "":
+			return nil, opsapi.E(op, cfg.AgentBinary, opsapi.ErrInvalid, err)
 		default:
 			logger.Info("no sftp server binary to inject; only images with their own sftp-server can be used", "reason", err)
 		}

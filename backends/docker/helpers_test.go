@@ -52,7 +52,7 @@ func newBackend(t testing.TB, opts ...func(*docker.Config)) *docker.Backend {
 	testutil.RequireImage(t, testImage)
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
-	cfg.SFTPServerBinary = sftpBinary
+	cfg.AgentBinary = sftpBinary
 	cfg.KillGrace = 500 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)

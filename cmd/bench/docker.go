@@ -64,7 +64,7 @@ func dockerBackend(ctx context.Context, env *Env, pools []docker.PoolConfig) (*d
 	cfg := docker.NewConfig()
 	cfg.Identity = "wsbroker-bench"
 	cfg.DefaultImage = dockerImage
-	cfg.SFTPServerBinary = bin
+	cfg.AgentBinary = bin
 	cfg.Pools = pools
 	return docker.New(cfg, env.Logger.With("backend", "docker"))
 }
@@ -181,7 +181,7 @@ func dockerHTTP() Target {
 	return brokerTarget{name: "docker/http", backend: "docker",
 		pool: &warmPool{name: benchPool.Name, size: benchPool.Size, options: poolOptions},
 		config: func(agent string) (string, error) {
-			return fmt.Sprintf("docker:\n  defaultImage: %q\n  sftpServerBinary: %q\n  pools:\n    - {name: %s, size: %d, pids: %d}\n",
+			return fmt.Sprintf("docker:\n  defaultImage: %q\n  agentBinary: %q\n  pools:\n    - {name: %s, size: %d, pids: %d}\n",
 				dockerImage, agent, benchPool.Name, benchPool.Size, benchPool.Pids), nil
 		}}.Target()
 }

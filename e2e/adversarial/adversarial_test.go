@@ -129,7 +129,7 @@ func TestDocker(t *testing.T) {
 	testutil.RequireImage(t, "wsbroker/workspace:current")
 	cfg := docker.NewConfig()
 	cfg.Identity = testutil.BrokerIdentity
-	cfg.SFTPServerBinary = sftpBinary(t)
+	cfg.AgentBinary = sftpBinary(t)
 	cfg.KillGrace = grace
 	cfg.Memory = memLimit
 	cfg.Pids = pidsLimit
