@@ -492,11 +492,7 @@ func (e *execStream) start() {
 		return
 	}
 	e.started = true
-	h := e.w.Header()
-	h.Set("Content-Type", ndjson)
-	h.Set("X-Content-Type-Options", "nosniff")
-	e.w.WriteHeader(http.StatusOK)
-	e.lw = newLineWriter(e.w)
+	e.lw = newLineWriter(e.w) // writes the status and headers with the first line
 }
 
 func (e *execStream) line(v any) {

@@ -52,27 +52,26 @@ func (res toolsResource) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := serviceCtx(r)
-	if name == workspaces.BashTool {
-		var end func()
-		ctx, end, err = s.svc.StartCommand(ctx, wk)
+	if !acceptsNDJSON(r) {
+		result, err := s.svc.RunTool(ctx, wk, 1, name, args, nil)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		defer end()
-	}
-	if !acceptsNDJSON(r) {
-		writeJSON(w, r, http.StatusOK, s.svc.RunTool(ctx, wk, 1, name, args, nil))
+		writeJSON(w, r, http.StatusOK, result)
 		return
 	}
-	// Streaming: updates go out as they come, each line flushed.
-	w.Header().Set("Content-Type", ndjson)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
+	// Streaming: updates go out as they come, each line flushed. The
+	// status goes out with the first line, so a call that could not start
+	// is still answered as a problem.
 	lw := newLineWriter(w)
-	result := s.svc.RunTool(ctx, wk, 1, name, args, func(u tools.Result) {
+	result, err := s.svc.RunTool(ctx, wk, 1, name, args, func(u tools.Result) {
 		lw.write(wire.StreamLine{Type: "update", Result: u})
 	})
+	if err != nil && !lw.started {
+		s.fail(w, r, err)
+		return
+	}
 	lw.last(wire.StreamLine{Type: wire.LineResult, Result: result})
 }
 
@@ -108,21 +107,11 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, badRequest("field \"calls\": %d calls, at most %d allowed", len(req.Calls), s.cfg.MaxBatchCalls))
 		return
 	}
-	ctx := serviceCtx(r)
-	for _, c := range req.Calls {
-		if c.Name == workspaces.BashTool {
-			var end func()
-			var err error
-			ctx, end, err = s.svc.StartCommand(ctx, wk)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			defer end()
-			break
-		}
+	results, err := res.runBatch(serviceCtx(r), wk, tenantFrom(r.Context()), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	results := res.runBatch(ctx, wk, tenantFrom(r.Context()), req)
 	writeJSON(w, r, http.StatusOK, wire.BatchResponse{Results: results})
 }
 
@@ -132,58 +121,59 @@ func (res toolsResource) batch(w http.ResponseWriter, r *http.Request) {
 // audited as rule "rate"); and the batch runs at most as many calls at
 // once as it holds call slots (its request's and those free now, up to
 // concurrentCalls in all), the others waiting their turn in the batch.
-func (res toolsResource) runBatch(ctx context.Context, wk *workspaces.Workspace, t *tenant.Tenant, req wire.BatchRequest) []wire.BatchResult {
+func (res toolsResource) runBatch(ctx context.Context, wk *workspaces.Workspace, t *tenant.Tenant, req wire.BatchRequest) ([]wire.BatchResult, error) {
 	s := res.s
-	refused := make([]*workspaces.LimitError, len(req.Calls))
-	for i := 1; i < len(req.Calls); i++ {
+	calls := make([]workspaces.ToolCall, len(req.Calls))
+	for i, c := range req.Calls {
+		calls[i] = workspaces.ToolCall{Name: c.Name, Args: c.Arguments}
+		if len(c.Arguments) == 0 {
+			calls[i].Args = json.RawMessage("{}")
+		}
 		var le *workspaces.LimitError
-		if errors.As(s.svc.ChargeCall(t), &le) {
-			refused[i] = le
+		if i > 0 && errors.As(s.svc.ChargeCall(t), &le) {
+			calls[i].Refused = le
 		}
 	}
-	results := make([]wire.BatchResult, len(req.Calls))
-	run := func(i int) {
-		c := req.Calls[i]
-		args := c.Arguments
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
-		var out tools.Result
-		if refused[i] != nil {
-			out = s.svc.RefuseTool(ctx, wk, i+1, c.Name, args, refused[i])
-		} else {
-			out = s.svc.RunTool(ctx, wk, i+1, c.Name, args, nil)
-		}
-		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: out}
-	}
-	if req.Mode == wire.Sequential {
-		for i := range req.Calls {
+	schedule := func(run func(int)) {
+		for i := range calls {
 			run(i)
 		}
-		return results
 	}
-	extra, leave := s.svc.EnterBatch(t, len(req.Calls)-1)
-	defer leave()
-	slots := make(chan struct{}, 1+extra)
-	var wg sync.WaitGroup
-	for i := range req.Calls {
-		wg.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			run(i)
-		})
+	if req.Mode != wire.Sequential {
+		schedule = func(run func(int)) {
+			extra, leave := s.svc.EnterBatch(t, len(calls)-1)
+			defer leave()
+			slots := make(chan struct{}, 1+extra)
+			var wg sync.WaitGroup
+			for i := range calls {
+				wg.Go(func() {
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					run(i)
+				})
+			}
+			wg.Wait()
+		}
 	}
-	wg.Wait()
-	return results
+	out, err := s.svc.RunBatch(ctx, wk, calls, schedule)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]wire.BatchResult, len(out))
+	for i, c := range req.Calls {
+		results[i] = wire.BatchResult{ID: c.ID, Name: c.Name, Result: out[i]}
+	}
+	return results, nil
 }
 
 // lineWriter writes NDJSON lines and flushes each, so a client sees every
 // update as it happens. After a write fails (the client left) it drops the
 // rest; the request context ends the work itself.
 type lineWriter struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	failed bool
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool // the status and headers are written
+	failed  bool
 }
 
 func newLineWriter(w http.ResponseWriter) *lineWriter {
@@ -228,10 +218,17 @@ func (lw *lineWriter) put(v any) {
 	lw.send(append(b, '\n'))
 }
 
-// send writes a whole line, unflushed; a failure drops the rest.
+// send writes a whole line, unflushed, after the stream's status and
+// headers when it is the first; a failure drops the rest.
 func (lw *lineWriter) send(line []byte) {
 	if lw.failed {
 		return
+	}
+	if !lw.started {
+		lw.started = true
+		lw.w.Header().Set("Content-Type", ndjson)
+		lw.w.Header().Set("X-Content-Type-Options", "nosniff")
+		lw.w.WriteHeader(http.StatusOK)
 	}
 	if _, err := lw.w.Write(line); err != nil {
 		lw.failed = true

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,9 +79,8 @@ func toolOf(def tools.Definition) *sdk.Tool {
 
 // runTool runs one call through the service (policy, quota, redaction,
 // audit), numbered in the POST that carried it; one the tenant's limits
-// refused (limitCalls) is recorded as refused and does not run. bash runs
-// as a command, which Delete and Shutdown cancel, and reports progress
-// when the client asked for it.
+// refused (limitCalls) is recorded as refused and does not run. A call
+// reports progress when the client asked for it.
 func (s *Server) runTool(ctx context.Context, req *sdk.CallToolRequest, wk *workspaces.Workspace, name string) (*sdk.CallToolResult, error) {
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
@@ -92,15 +90,10 @@ func (s *Server) runTool(ctx context.Context, req *sdk.CallToolRequest, wk *work
 	if ci.refused != nil {
 		return resultOf(s.svc.RefuseTool(ctx, wk, ci.seq, name, args, ci.refused)), nil
 	}
-	if name == workspaces.BashTool {
-		cctx, end, err := s.svc.StartCommand(ctx, wk)
-		if err != nil {
-			return nil, fmt.Errorf("starting bash in workspace %s: %w", wk.ID(), err)
-		}
-		defer end()
-		ctx = cctx
+	res, err := s.svc.RunTool(ctx, wk, ci.seq, name, args, progressOf(ctx, req))
+	if err != nil {
+		return nil, err
 	}
-	res := s.svc.RunTool(ctx, wk, ci.seq, name, args, progressOf(ctx, req))
 	return resultOf(res), nil
 }
 

@@ -108,7 +108,7 @@ func TestRediscoveredOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := svc.RunTool(t.Context(), w, 1, "ls", []byte(`{}`), nil); !res.IsError {
+	if res := mustRun(t, svc, t.Context(), w, 1, "ls", []byte(`{}`)); !res.IsError {
 		t.Errorf("the admin used a workspace of unknown owner: %+v", res)
 	}
 	if err := svc.Delete(t.Context(), w); err != nil {
@@ -205,7 +205,7 @@ func TestGoneWorkspace(t *testing.T) {
 	if !errors.Is(err, workspaces.ErrNotFound) || err.Error() != want {
 		t.Errorf("ReadDir: %v, want ErrNotFound %q", err, want)
 	}
-	if res := svc.RunTool(t.Context(), w, 1, "ls", []byte(`{}`), nil); !res.IsError || res.Content[0].Text != want {
+	if res := mustRun(t, svc, t.Context(), w, 1, "ls", []byte(`{}`)); !res.IsError || res.Content[0].Text != want {
 		t.Errorf("ls: %+v, want the error %q", res, want)
 	}
 	if err := svc.Delete(t.Context(), w); err != nil {

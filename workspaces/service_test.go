@@ -129,11 +129,11 @@ func TestServiceWithoutHTTP(t *testing.T) {
 	if err.Error() != "read secret/key: Blocked by policy: reading secret/key matches deny rule \"secret/**\"" {
 		t.Errorf("denial text %q", err)
 	}
-	res := svc.RunTool(ctx, w, 1, "bash", []byte(`{"command":"echo hi"}`), nil)
+	res := mustRun(t, svc, ctx, w, 1, "bash", []byte(`{"command":"echo hi"}`))
 	if res.IsError || !strings.Contains(res.Content[0].Text, "hi") {
 		t.Fatalf("bash: %+v", res)
 	}
-	res = svc.RunTool(ctx, w, 2, "read", []byte(`{"path":"secret/key"}`), nil)
+	res = mustRun(t, svc, ctx, w, 2, "read", []byte(`{"path":"secret/key"}`))
 	if !res.IsError || !strings.HasPrefix(res.Content[0].Text, "Blocked by policy: ") {
 		t.Fatalf("read secret/key: %+v", res)
 	}
@@ -176,7 +176,7 @@ func TestFullOutputOutsideTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := svc.Lookup(ctx, svc.Tenants().Lookup("alice"), info.ID)
-	res := svc.RunTool(ctx, w, 1, "bash", []byte(`{"command":"seq 3000"}`), nil)
+	res := mustRun(t, svc, ctx, w, 1, "bash", []byte(`{"command":"seq 3000"}`))
 	m := regexp.MustCompile(`Full output: (/wsbroker-output/bash-[0-9a-f]{16}\.log)\]$`).FindStringSubmatch(res.Content[0].Text)
 	if res.IsError || m == nil {
 		t.Fatalf("bash: %+v", res)
@@ -184,11 +184,11 @@ func TestFullOutputOutsideTheWorkspace(t *testing.T) {
 	if entries, _ := os.ReadDir(info.Root); len(entries) != 0 {
 		t.Errorf("the workspace holds %v", entries)
 	}
-	res = svc.RunTool(ctx, w, 2, "read", []byte(`{"path":"`+m[1]+`","offset":3000}`), nil)
+	res = mustRun(t, svc, ctx, w, 2, "read", []byte(`{"path":"`+m[1]+`","offset":3000}`))
 	if res.IsError || res.Content[0].Text != "3000\n" {
 		t.Fatalf("read of the full output: %+v", res)
 	}
-	if res = svc.RunTool(ctx, w, 3, "read", []byte(`{"path":"other.txt"}`), nil); !res.IsError {
+	if res = mustRun(t, svc, ctx, w, 3, "read", []byte(`{"path":"other.txt"}`)); !res.IsError {
 		t.Fatalf("the policy did not apply: %+v", res)
 	}
 	if entries, _ := os.ReadDir(spill); len(entries) != 1 {

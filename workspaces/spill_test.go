@@ -38,11 +38,11 @@ func TestFullOutputCountsInTheDiskQuota(t *testing.T) {
 	w, _ := svc.Lookup(ctx, alice, info.ID)
 	// seq 40000 prints 228,894 bytes: the full output is spilled, the
 	// workspace itself stays empty.
-	res := svc.RunTool(ctx, w, 1, "bash", []byte(`{"command":"seq 40000"}`), nil)
+	res := mustRun(t, svc, ctx, w, 1, "bash", []byte(`{"command":"seq 40000"}`))
 	if res.IsError || !strings.Contains(res.Content[0].Text, "Full output: /wsbroker-output/") {
 		t.Fatalf("bash: %+v", res)
 	}
-	res = svc.RunTool(ctx, w, 2, "write", []byte(`{"path":"a.txt","content":"a"}`), nil)
+	res = mustRun(t, svc, ctx, w, 2, "write", []byte(`{"path":"a.txt","content":"a"}`))
 	if !res.IsError || !strings.Contains(res.Content[0].Text, "disk quota exceeded") {
 		t.Fatalf("a write with 228 KB spilled against a 100 KB quota: %+v", res)
 	}

@@ -15,17 +15,63 @@ import (
 	"github.com/wsbroker/wsbroker/tools"
 )
 
-// BashTool is the tool whose calls count as running commands: the caller
-// wraps them in StartCommand.
+// BashTool is the tool whose calls are commands: RunTool registers each
+// as one (StartCommand), so Delete and Shutdown cancel it and wait for it.
 const BashTool = "bash"
 
 // RunTool is every tool call's path: the tool's shim and validation, the
 // one admission (policy and quota; a denial is an isError result the
 // model reads), the call through the workspace's Guard, redaction of
 // every update and of the result, and one audit record, numbered seq
-// under the request's audit id.
-func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) tools.Result {
-	return s.runTool(ctx, w, seq, name, args, onUpdate, nil)
+// under the request's audit id. A bash call runs as a command of w
+// (StartCommand); the error is only that it could not start as one
+// (ErrUnavailable: the service is shutting down), and then nothing ran.
+func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
+	if name == BashTool {
+		cctx, end, err := s.StartCommand(ctx, w)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("starting bash in workspace %s: %w", w.id, err)
+		}
+		defer end()
+		ctx = cctx
+	}
+	return s.runTool(ctx, w, seq, name, args, onUpdate, nil), nil
+}
+
+// ToolCall is one call of a batch (RunBatch); Refused, when set, is the
+// tenant's limit that refused it (see RefuseTool).
+type ToolCall struct {
+	Name    string
+	Args    json.RawMessage
+	Refused *LimitError
+}
+
+// RunBatch runs the calls of one batch, numbered from 1 in their order,
+// as RunTool runs each (a refused one as RefuseTool does). A batch with a
+// bash call is one command of w: registered once before any call runs,
+// so a batch refused while the service shuts down runs nothing (the
+// error, ErrUnavailable), and Delete and Shutdown cancel all of its
+// calls. schedule calls run once for each index, in the order and with
+// the concurrency the front-end chose, and returns when all have run.
+func (s *Service) RunBatch(ctx context.Context, w *Workspace, calls []ToolCall, schedule func(run func(i int))) ([]tools.Result, error) {
+	for _, c := range calls {
+		if c.Name != BashTool {
+			continue
+		}
+		cctx, end, err := s.StartCommand(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("starting a batch with bash in workspace %s: %w", w.id, err)
+		}
+		defer end()
+		ctx = cctx
+		break
+	}
+	results := make([]tools.Result, len(calls))
+	schedule(func(i int) {
+		c := calls[i]
+		results[i] = s.runTool(ctx, w, i+1, c.Name, c.Args, nil, c.Refused)
+	})
+	return results, nil
 }
 
 // RefuseTool is a batch call refused by its tenant's limits (le): it
