@@ -23,6 +23,7 @@ test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail in
 	scripts/go-test.sh -count=1 -timeout 30m ./...
 	$(MAKE) test-pi
 	$(MAKE) test-mcp
+	$(MAKE) test-python
 
 .PHONY: cross
 cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
@@ -41,6 +42,14 @@ test-pi: ## Build the pi integration (integrations/pi) and run its node tests un
 .PHONY: test-mcp
 test-mcp: ## Run the node test of the MCP endpoints (integrations/mcp) with the TypeScript SDK's client against a broker it builds.
 	cd integrations/mcp && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
+
+# Debian's python3-httpx and python3-pytest are importable by /usr/bin/python3
+# only (the python3 on PATH may be another build that cannot see them).
+PYTHON ?= /usr/bin/python3
+
+.PHONY: test-python
+test-python: ## Run the Python SDK's tests (integrations/python) against a broker they build.
+	$(PYTHON) -m pytest -q -p no:cacheprovider integrations/python/tests
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each.
