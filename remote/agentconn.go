@@ -139,10 +139,11 @@ func (w *Workspace) TakeAgent(from *Workspace) {
 	}
 }
 
-// CloseAgent ends the agent connection, if one is open; the next call
+// CloseAgent ends the agent connection, if one is open (one the
+// Transport shares, Config.SharedAgent, is only let go); the next call
 // that needs the agent starts one.
 func (w *Workspace) CloseAgent() {
-	if c := w.agent.live.Swap(nil); c != nil {
+	if c := w.agent.live.Swap(nil); c != nil && !w.cfg.SharedAgent {
 		c.Close()
 	}
 }

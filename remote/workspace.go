@@ -85,6 +85,10 @@ type Config struct {
 	// SFTPAlways sends files through the Fallback's SFTP even while an
 	// agent runs (ssh: the connection's own SFTP subsystem).
 	SFTPAlways bool
+	// SharedAgent says the agent connection StartAgent returns belongs
+	// to the Transport and serves other workspaces too (ssh: one per host
+	// connection): the workspace never closes it.
+	SharedAgent bool
 	// Env is added to every command's environment before the request's
 	// own; SearchEnv to ripgrep's. Both through the agent only (the
 	// Fallback adds its own).
