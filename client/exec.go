@@ -18,12 +18,6 @@ import (
 	"github.com/wsbroker/wsbroker/wire"
 )
 
-// execLine decodes any line of the exec stream: output, error or exit.
-type execLine struct {
-	wire.ExecLine
-	opsapi.ExecResult
-}
-
 // Exec runs req.Command on the broker and streams its output, decoded, to
 // req.Output as it arrives (serially, and never after Exec returns). When
 // ctx ends, the connection's write side is closed (see streamCancel): the
@@ -82,9 +76,9 @@ func (w *Workspace) Exec(ctx context.Context, req opsapi.ExecRequest) (opsapi.Ex
 			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable,
 				fmt.Errorf("exec stream ended without an exit line: %w", err))
 		}
-		var line execLine
+		var line wire.AnyExecLine
 		if data, ok := fastOutput(raw, &out); ok {
-			line = execLine{ExecLine: wire.ExecLine{Type: wire.LineOutput, Data: data}}
+			line = wire.AnyExecLine{ExecLine: wire.ExecLine{Type: wire.LineOutput, Data: data}}
 		} else if err := json.Unmarshal(raw, &line); err != nil {
 			if ctx.Err() != nil {
 				return canceledResult(ctx, start), nil

@@ -32,9 +32,7 @@ func (w *Workspace) KillProcesses(ctx context.Context, pids []int) (int, error) 
 	for _, p := range pids {
 		q.Add("pid", strconv.Itoa(p))
 	}
-	var out struct {
-		Killed int `json:"killed"`
-	}
+	var out wire.KillResult
 	err := w.c.doJSON(ctx, http.MethodDelete, wsPath(w.id, "/processes"), q, nil, &out)
 	return out.Killed, err
 }

@@ -62,13 +62,7 @@ func (w *Workspace) CallTool(ctx context.Context, name string, args json.RawMess
 		return res, nil
 	}
 	for {
-		// An "error" line is not one the broker sends today; it is read
-		// as the exec stream's, should a tool stream fail after it began.
-		var line struct {
-			wire.StreamLine
-			Code   string `json:"code,omitempty"`
-			Detail string `json:"detail,omitempty"`
-		}
+		var line wire.AnyStreamLine
 		if err := dec.Decode(&line); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF

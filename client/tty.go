@@ -71,7 +71,7 @@ func (w *Workspace) execTTY(ctx context.Context, req opsapi.ExecRequest) (opsapi
 			}
 			continue
 		}
-		var line execLine
+		var line wire.AnyExecLine
 		if err := json.Unmarshal(data, &line); err != nil {
 			return opsapi.ExecResult{}, opsapi.E("client.Exec", "", opsapi.ErrUnavailable, fmt.Errorf("malformed terminal message: %w", err))
 		}

@@ -176,9 +176,7 @@ func (w *Workspace) Mkdir(ctx context.Context, path string) error {
 
 // RealPath is path with every symbolic link resolved.
 func (w *Workspace) RealPath(ctx context.Context, path string) (string, error) {
-	var out struct {
-		Path string `json:"path"`
-	}
+	var out wire.RealPathResponse
 	err := w.c.doJSON(ctx, http.MethodGet, wsPath(w.id, "/realpath"), pathQuery(path), nil, &out)
 	return out.Path, err
 }

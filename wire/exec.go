@@ -36,3 +36,10 @@ type ExecExit struct {
 	Type string `json:"type"` // LineExit
 	opsapi.ExecResult
 }
+
+// AnyExecLine decodes any line of the exec stream, as a client reads it:
+// LineOutput, LineError or LineExit, told apart by Type.
+type AnyExecLine struct {
+	ExecLine
+	opsapi.ExecResult
+}

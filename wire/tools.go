@@ -46,6 +46,16 @@ type StreamLine struct {
 	Result ToolResult `json:"result"`
 }
 
+// AnyStreamLine decodes any line of a streamed tool call, as a client
+// reads it: LineUpdate, LineResult, or a LineError with Code and Detail
+// as the exec stream's. The broker sends no LineError in a tool stream
+// today; a client reads one should a stream fail after it began.
+type AnyStreamLine struct {
+	StreamLine
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
 // Batch modes, as pi's agent loop runs the tool calls of one message.
 const (
 	Parallel   = "parallel" // the default
