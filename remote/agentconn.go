@@ -65,7 +65,7 @@ func (w *Workspace) Agent(ctx context.Context) (*agentclient.Client, error) {
 		return nil, opsapi.E(w.op(op), "", opsapi.ErrUnavailable, fmt.Errorf("the workspace's agent could not be started (%s); next try at %s",
 			f.err, f.until.UTC().Format(time.RFC3339)))
 	}
-	if a.live.Load() != nil {
+	if a.live.Swap(nil) != nil { // one warning and one count per ended connection
 		n := a.restarts.Add(1)
 		w.logger.Warn("the workspace's agent ended (killed, or its connection lost); starting a fresh one", "restarts", n)
 	}

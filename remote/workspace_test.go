@@ -407,3 +407,23 @@ func TestTakeAgent(t *testing.T) {
 		t.Fatalf("Stat on the taken agent: %v, %d starts", err, box.starts.Load())
 	}
 }
+
+func TestEndedAgentCountsOneRestart(t *testing.T) {
+	fb := newFallback(t)
+	w, box := newWorkspace(t, remote.Config{Fallback: fb})
+	first, err := w.Agent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box.cut()
+	<-first.Closed()
+	box.failWith(remote.NoAgent("the agent's session ended"))
+	for range 3 {
+		if _, err := w.Exec(t.Context(), opsapi.ExecRequest{Command: "true", Output: io.Discard}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := w.Restarts(); r != 1 || fb.execs.Load() != 3 {
+		t.Fatalf("restarts %d, fallback execs %d: want 1 and 3", r, fb.execs.Load())
+	}
+}
