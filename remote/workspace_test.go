@@ -308,7 +308,9 @@ type fakeFallback struct {
 	client          *sftp.Client
 }
 
-func (f *fakeFallback) SFTP(context.Context, *sftp.Client) (*sftp.Client, error) { return f.client, nil }
+func (f *fakeFallback) SFTP(context.Context, *sftp.Client) (*sftp.Client, error) {
+	return f.client, nil
+}
 
 func (f *fakeFallback) Identity(context.Context) (sftpops.Identity, error) {
 	return sftpops.Identity{UID: os.Getuid(), GIDs: []int{os.Getgid()}}, nil
