@@ -122,3 +122,9 @@ class WSConn:
 
 def getpid() -> int:
     return os.getpid()
+
+
+def default_transport(verify: Any, limits: Any) -> Any:
+    """None: httpx's default transport; asyncio sets TCP_NODELAY on its TCP
+    connections itself (see the sync twin in _sio.py)."""
+    return None

@@ -47,10 +47,11 @@ class AsyncBroker:
         self.url, self._token = c.resolve(url, token)
         self.timeout = timeout
         self._verify = verify
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
         self._http = httpx.AsyncClient(
             base_url=self.url, headers={"Authorization": f"Bearer {self._token}"},
-            timeout=timeout, transport=transport, verify=verify,
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+            timeout=timeout, verify=verify, limits=limits,
+            transport=transport or io.default_transport(verify, limits))
 
     async def __aenter__(self) -> "AsyncBroker":
         return self
@@ -480,7 +481,7 @@ class AsyncExecStream:
         assert self._it is not None and self._lines is not None
         while not self._pending:
             if self.result is not None:
-                await self.close()
+                await self._drain()
                 raise StopAsyncIteration
             rem = self._remaining()
             if rem is not None and rem <= 0:
@@ -502,6 +503,18 @@ class AsyncExecStream:
                 raise
             self.result = self._lines.result
         return self._pending.pop(0)
+
+    async def _drain(self) -> None:
+        """Reads the body's end after the exit line, so that the connection
+        goes back to the pool instead of being closed (which would cost the
+        next call a new connection)."""
+        assert self._it is not None
+        try:
+            async for _ in self._it:
+                pass
+        except httpx.TransportError:
+            pass
+        await self.close()
 
     async def _timed_out(self, cause: Optional[BaseException] = None) -> None:
         await self.close()

@@ -116,3 +116,39 @@ class WSConn:
                 self._s.close()
             finally:
                 self._s = None
+
+
+class _NoDelay:
+    """Wraps httpcore's network backend to set TCP_NODELAY on each new
+    connection: h11 writes a request's headers and its body in two sends,
+    and without it Nagle's algorithm holds the body until the broker's
+    delayed ACK (40 ms on Linux) on a reused connection."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = self._inner.connect_tcp(*args, **kwargs)
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def default_transport(verify: Any, limits: Any) -> Any:
+    """An httpx transport whose connections have TCP_NODELAY (asyncio sets it
+    by itself, so the async twin answers None: httpx's default)."""
+    import httpx
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    try:  # httpx >= 0.24 takes socket options
+        return httpx.HTTPTransport(verify=verify, limits=limits, socket_options=nodelay)
+    except TypeError:
+        pass
+    t = httpx.HTTPTransport(verify=verify, limits=limits)
+    pool = getattr(t, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = _NoDelay(pool._network_backend)
+    return t
