@@ -51,6 +51,10 @@ PYTHON ?= /usr/bin/python3
 test-python: ## Run the Python SDK's tests (integrations/python) against a broker they build.
 	$(PYTHON) -m pytest -q -p no:cacheprovider integrations/python/tests
 
+.PHONY: bench-sdk
+bench-sdk: ## Run the SDK bench: the Go client, the Python SDK and (when built) the TypeScript SDK side by side against one broker.
+	scripts/sdk-bench.sh
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each.
 	@set -e; for pkg in $$($(GO) list ./...); do \
