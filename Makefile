@@ -24,6 +24,7 @@ test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail in
 	$(MAKE) test-pi
 	$(MAKE) test-mcp
 	$(MAKE) test-python
+	$(MAKE) test-ts
 
 .PHONY: cross
 cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
@@ -42,6 +43,10 @@ test-pi: ## Build the pi integration (integrations/pi) and run its node tests un
 .PHONY: test-mcp
 test-mcp: ## Run the node test of the MCP endpoints (integrations/mcp) with the TypeScript SDK's client against a broker it builds.
 	cd integrations/mcp && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
+
+.PHONY: test-ts
+test-ts: ## Build the TypeScript SDK (integrations/typescript) with tsc and run its node tests against a broker they build.
+	cd integrations/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts; } && npm test
 
 # Debian's python3-httpx and python3-pytest are importable by /usr/bin/python3
 # only (the python3 on PATH may be another build that cannot see them).
