@@ -53,7 +53,6 @@ func (b *Backend) WithNetwork(options json.RawMessage, network string) (json.Raw
 var (
 	_ opsapi.Pinger         = (*Backend)(nil)
 	_ opsapi.NetworkChooser = (*Backend)(nil)
-	_ opsapi.CreationTimer  = (*Workspace)(nil)
 )
 
 // killHeadroom is how many processes pidsHeadroom lends: enough for the
@@ -65,33 +64,33 @@ const killHeadroom = 32
 // and returns how to put the limit back. The bomb could take the room
 // too, but its processes sleep in bash's fork retry for seconds; the
 // sweep, once started, stops them all before it kills.
-func (w *Workspace) pidsHeadroom(ctx context.Context) (func(), error) {
-	info, err := w.b.api.ContainerInspect(ctx, w.cid)
+func (x *box) pidsHeadroom(ctx context.Context) (func(), error) {
+	info, err := x.b.api.ContainerInspect(ctx, x.cid)
 	if err != nil {
-		return nil, w.engineErr("docker.kill", err)
+		return nil, x.engineErr("docker.kill", err)
 	}
 	old := info.HostConfig.PidsLimit
 	if old == nil || *old <= 0 {
 		return func() {}, nil // no limit, nothing to lend
 	}
 	more := *old + killHeadroom
-	if err := w.setPidsLimit(ctx, more); err != nil {
+	if err := x.setPidsLimit(ctx, more); err != nil {
 		return nil, err
 	}
-	w.logger.Warn("lent the kill sweep pids headroom", "limit", *old, "lent", killHeadroom)
+	x.logger.Warn("lent the kill sweep pids headroom", "limit", *old, "lent", killHeadroom)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inspectTimeout)
 		defer cancel()
-		if err := w.setPidsLimit(ctx, *old); err != nil {
-			w.logger.Error("restoring the pids limit after a kill failed", "limit", *old, "err", err)
+		if err := x.setPidsLimit(ctx, *old); err != nil {
+			x.logger.Error("restoring the pids limit after a kill failed", "limit", *old, "err", err)
 		}
 	}, nil
 }
 
-func (w *Workspace) setPidsLimit(ctx context.Context, n int64) error {
-	_, err := w.b.api.ContainerUpdate(ctx, w.cid, container.UpdateConfig{Resources: container.Resources{PidsLimit: &n}})
+func (x *box) setPidsLimit(ctx context.Context, n int64) error {
+	_, err := x.b.api.ContainerUpdate(ctx, x.cid, container.UpdateConfig{Resources: container.Resources{PidsLimit: &n}})
 	if err != nil {
-		return w.engineErr("docker.kill", err)
+		return x.engineErr("docker.kill", err)
 	}
 	return nil
 }

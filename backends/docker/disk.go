@@ -173,15 +173,16 @@ func (b *Backend) DiskLimit(options json.RawMessage) int64 {
 // Disk is opsapi.DiskLimiter's: the workspace volume's own filesystem,
 // measured on the host.
 func (w *Workspace) Disk() (opsapi.Disk, error) {
-	if w.disk == 0 {
+	x := w.box
+	if x.disk == 0 {
 		return opsapi.Disk{}, nil
 	}
-	_, dir := w.b.diskPaths(w.id)
+	_, dir := x.b.diskPaths(x.id)
 	used, _, err := loopfs.Usage(dir)
 	if err != nil {
-		return opsapi.Disk{}, opsapi.E("docker.Disk", w.id, nil, err)
+		return opsapi.Disk{}, opsapi.E("docker.Disk", x.id, nil, err)
 	}
-	return opsapi.Disk{UsedBytes: used, LimitBytes: w.disk}, nil
+	return opsapi.Disk{UsedBytes: used, LimitBytes: x.disk}, nil
 }
 
 var (

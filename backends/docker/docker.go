@@ -358,10 +358,9 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	if err != nil {
 		return nil, err
 	}
-	w := b.adopt(ws.ID, cid, ws.Owner, b.cfg.WorkspaceDir, created)
-	w.agentDir = s.run
-	w.disk = s.disk
-	w.logger.Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+	w := b.adopt(ws.ID, cid, ws.Owner, b.cfg.WorkspaceDir, s.run, created)
+	w.box.disk = s.disk
+	w.Logger().Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", cid[:12])
 	return w, nil
 }
@@ -549,6 +548,9 @@ func homeOf(env []string) string {
 	return ""
 }
 
+// underProc reports whether the absolute path p is /proc or below it.
+func underProc(p string) bool { return opsapi.Within("/proc", path.Clean(p)) }
+
 func isNumber(s string) bool {
 	for _, c := range s {
 		if c < '0' || c > '9' {
@@ -558,24 +560,25 @@ func isNumber(s string) bool {
 	return s != ""
 }
 
-// adopt returns the backend's Workspace for id, making it when new.
-func (b *Backend) adopt(id, cid, owner, root string, created time.Time) *Workspace {
+// adopt returns the backend's Workspace for id, making it when new (its
+// agent's run directory agentDir, "" for none).
+func (b *Backend) adopt(id, cid, owner, root, agentDir string, created time.Time) *Workspace {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if w, ok := b.workspaces[id]; ok && w.cid == cid && !w.destroyed.Load() {
+	if w, ok := b.workspaces[id]; ok && w.box.cid == cid && !w.Destroyed() {
 		return w
 	}
-	w := newWorkspace(b, id, cid, root, created)
+	w := b.newWorkspace(id, cid, root, agentDir, created)
 	w.owner = owner
 	b.workspaces[id] = w
 	return w
 }
 
-// forget drops w from the backend's table.
-func (b *Backend) forget(w *Workspace) {
+// forget drops x's workspace from the backend's table.
+func (b *Backend) forget(x *box) {
 	b.mu.Lock()
-	if b.workspaces[w.id] == w {
-		delete(b.workspaces, w.id)
+	if w := b.workspaces[x.id]; w != nil && w.box == x {
+		delete(b.workspaces, x.id)
 	}
 	b.mu.Unlock()
 }
@@ -653,12 +656,13 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		if !path.IsAbs(root) || underProc(root) {
 			root = b.cfg.WorkspaceDir
 		}
-		w := b.adopt(id, c.ID, owner, path.Clean(root), created)
-		if dir := c.Labels[LabelAgent]; b.agent.on && dir == b.agentDirOf(agentKey) {
-			w.agentDir = dir
+		dir := c.Labels[LabelAgent]
+		if !b.agent.on || dir != b.agentDirOf(agentKey) {
+			dir = ""
 		}
-		w.disk = disk
-		w.volumes = volumes
+		w := b.adopt(id, c.ID, owner, path.Clean(root), dir, created)
+		w.box.disk = disk
+		w.box.volumes = volumes
 		out[id] = w
 	}
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
@@ -729,17 +733,17 @@ func (b *Backend) reap(ttl time.Duration) {
 		b.mu.Lock()
 		var idle []*Workspace
 		for _, w := range b.workspaces {
-			if w.idleFor() > ttl {
+			if w.IdleFor() > ttl {
 				idle = append(idle, w)
 			}
 		}
 		b.mu.Unlock()
 		for _, w := range idle {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			err := w.destroy(ctx, "expired")
+			err := w.DestroyWith(ctx, "expired")
 			cancel()
 			if err != nil {
-				w.logger.Warn("expiring an idle workspace failed", "err", err)
+				w.Logger().Warn("expiring an idle workspace failed", "err", err)
 			}
 		}
 	}
@@ -762,7 +766,7 @@ func (b *Backend) Close() error {
 	}
 	b.closePools()
 	for _, w := range ws {
-		w.closeChannel()
+		w.box.channel.Close()
 	}
 	return b.api.Close()
 }
@@ -816,6 +820,7 @@ var (
 	_ opsapi.Workspace         = (*Workspace)(nil)
 	_ opsapi.TransportReporter = (*Workspace)(nil)
 	_ opsapi.Operations        = (*Workspace)(nil)
+	_ opsapi.TreeOperations    = (*Workspace)(nil)
 	_ opsapi.ReadOperations    = (*Workspace)(nil)
 	_ opsapi.WriteOperations   = (*Workspace)(nil)
 	_ opsapi.EditOperations    = (*Workspace)(nil)
@@ -825,4 +830,7 @@ var (
 	_ opsapi.LsOperations      = (*Workspace)(nil)
 	_ opsapi.Resolver          = (*Workspace)(nil)
 	_ opsapi.Destroyer         = (*Workspace)(nil)
+	_ opsapi.GoneReporter      = (*Workspace)(nil)
+	_ opsapi.OwnerReporter     = (*Workspace)(nil)
+	_ opsapi.CreationTimer     = (*Workspace)(nil)
 )

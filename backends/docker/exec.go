@@ -37,7 +37,7 @@ type execOpts struct {
 // execProc is one docker exec: its attach stream demultiplexed into
 // stdout and stderr. It is remoteexec's Process.
 type execProc struct {
-	w      *Workspace
+	x      *box
 	id     string
 	conn   net.Conn
 	stdout *io.PipeReader
@@ -56,34 +56,34 @@ type execProc struct {
 // directory given to the engine is always the root: a caller's directory
 // is entered by the command itself, inside the container, so runc never
 // sees it (CVE-2024-21626).
-func (w *Workspace) startExec(ctx context.Context, o execOpts) (*execProc, error) {
+func (x *box) startExec(ctx context.Context, o execOpts) (*execProc, error) {
 	const op = "docker.exec"
 	cfg := container.ExecOptions{
 		Cmd:          o.argv,
 		Env:          append(append([]string(nil), baseEnv...), o.env...),
-		WorkingDir:   w.root,
+		WorkingDir:   x.root,
 		AttachStdin:  o.stdin,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	created, err := w.b.api.ContainerExecCreate(ctx, w.cid, cfg)
+	created, err := x.b.api.ContainerExecCreate(ctx, x.cid, cfg)
 	if err != nil && isNotRunning(err) {
 		// Stopped behind our back (engine restart without a restart
 		// policy, a manual stop): start it again.
-		if serr := w.b.api.ContainerStart(ctx, w.cid, container.StartOptions{}); serr == nil {
-			w.logger.Warn("workspace container was not running; started it again")
-			created, err = w.b.api.ContainerExecCreate(ctx, w.cid, cfg)
+		if serr := x.b.api.ContainerStart(ctx, x.cid, container.StartOptions{}); serr == nil {
+			x.logger.Warn("workspace container was not running; started it again")
+			created, err = x.b.api.ContainerExecCreate(ctx, x.cid, cfg)
 		}
 	}
 	if err != nil {
-		return nil, w.engineErr(op, err)
+		return nil, x.engineErr(op, err)
 	}
-	hj, err := w.b.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	hj, err := x.b.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return nil, w.engineErr(op, err)
+		return nil, x.engineErr(op, err)
 	}
 	outR, outW := io.Pipe()
-	p := &execProc{w: w, id: created.ID, conn: hj.Conn, stdout: outR, demuxed: make(chan struct{}), waitDone: make(chan struct{})}
+	p := &execProc{x: x, id: created.ID, conn: hj.Conn, stdout: outR, demuxed: make(chan struct{}), waitDone: make(chan struct{})}
 	errW := o.stderr
 	var errPW *io.PipeWriter
 	if errW == nil {
@@ -108,6 +108,22 @@ func (w *Workspace) startExec(ctx context.Context, o execOpts) (*execProc, error
 }
 
 func (p *execProc) Stdout() io.Reader { return p.stdout }
+
+// Stdin is the exec's stdin (attached with execOpts.stdin); its Close
+// half-closes the connection, so the process reads EOF.
+func (p *execProc) Stdin() io.WriteCloser { return stdin{p.conn} }
+
+// Done is closed when the attach stream has ended.
+func (p *execProc) Done() <-chan struct{} { return p.demuxed }
+
+type stdin struct{ net.Conn }
+
+func (s stdin) Close() error {
+	if cw, ok := s.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return s.Conn.Close()
+}
 
 func (p *execProc) Stderr() io.Reader {
 	if p.stderr == nil {
@@ -136,9 +152,9 @@ func (p *execProc) Wait() (remoteexec.Status, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 		defer cancel()
 		for attempt := 0; ; attempt++ {
-			ins, err := p.w.b.api.ContainerExecInspect(ctx, p.id)
+			ins, err := p.x.b.api.ContainerExecInspect(ctx, p.id)
 			if err != nil {
-				p.st, p.err = remoteexec.Status{Code: -1}, p.w.engineErr("docker.exec", err)
+				p.st, p.err = remoteexec.Status{Code: -1}, p.x.engineErr("docker.exec", err)
 				return
 			}
 			if !ins.Running {
@@ -162,8 +178,8 @@ func (p *execProc) Wait() (remoteexec.Status, error) {
 }
 
 // start is remoteexec's StartFunc.
-func (w *Workspace) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
-	p, err := w.startExec(ctx, execOpts{argv: argv})
+func (x *box) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
+	p, err := x.startExec(ctx, execOpts{argv: argv})
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +191,9 @@ const maxRunOutput = 1 << 20
 
 // run is remoteexec's RunFunc: a short command (the kill script) in an
 // exec of its own. A non-zero exit is an error carrying its stderr.
-func (w *Workspace) run(ctx context.Context, argv []string) ([]byte, error) {
+func (x *box) run(ctx context.Context, argv []string) ([]byte, error) {
 	stderr := &execpump.Head{Max: 4096}
-	p, err := w.startExec(ctx, execOpts{argv: argv, stderr: stderr})
+	p, err := x.startExec(ctx, execOpts{argv: argv, stderr: stderr})
 	if err != nil {
 		return nil, err
 	}

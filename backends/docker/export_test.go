@@ -11,4 +11,4 @@ func NoLoopDevices() (restore func()) {
 }
 
 // AgentDir is the workspace's run directory on the host, "" for none.
-func (w *Workspace) AgentDir() string { return w.agentDir }
+func (w *Workspace) AgentDir() string { return w.box.agentDir }

@@ -158,22 +158,18 @@ func (b *Backend) makeMember(ctx context.Context, p *pool) (*member, error) {
 // readyMember connects to the agent of the running member container cid,
 // or removes the member.
 func (b *Backend) readyMember(ctx context.Context, name, cid, run string) (*member, error) {
-	w := newWorkspace(b, name, cid, b.cfg.WorkspaceDir, time.Now())
-	w.agentDir = run
-	c, err := w.startAgent(ctx)
-	if err != nil {
-		b.removeMember(&member{name: name, w: w})
+	m := &member{name: name, w: b.newWorkspace(name, cid, b.cfg.WorkspaceDir, run, time.Now())}
+	if _, err := m.w.Agent(ctx); err != nil {
+		b.removeMember(m)
 		return nil, fmt.Errorf("starting the member's agent: %w", err)
 	}
-	w.agentLive.Store(c)
-	return &member{name: name, w: w}, nil
+	return m, nil
 }
 
 // take is a ready member of p whose agent is still connected, or nil
 // when none is ready. Broken members are removed on the way.
 func (b *Backend) take(p *pool) *member {
-	alive := func(m *member) bool { c := m.w.agentLive.Load(); return c != nil && !c.IsClosed() }
-	m, _ := p.members.Take(alive, func(m *member) {
+	m, _ := p.members.Take(func(m *member) bool { return m.w.AgentLive() }, func(m *member) {
 		b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.name)
 		b.pools.removals.Go(func() { b.removeMember(m) })
 	})
@@ -195,7 +191,7 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 		LabelManaged:   "1",
 		LabelWorkspace: ws.ID,
 		LabelCreatedAt: created.Format(time.RFC3339Nano),
-		LabelRoot:      m.w.root,
+		LabelRoot:      m.w.Root(),
 		LabelBroker:    b.cfg.Identity,
 		LabelClaim:     m.name,
 	}
@@ -206,7 +202,7 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 		b.pools.removals.Go(func() { b.removeMember(m) })
 		return nil, engineErr(op, ws.ID, err)
 	}
-	if err := b.api.ContainerRename(ctx, m.w.cid, name); err != nil {
+	if err := b.api.ContainerRename(ctx, m.w.box.cid, name); err != nil {
 		b.removeMember(m)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		_ = b.api.VolumeRemove(cctx, name, true)
@@ -216,11 +212,10 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 		}
 		return nil, engineErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, m.w.cid, ws.Owner, m.w.root, created)
-	w.agentDir = m.w.agentDir
-	w.agentLive.Store(m.w.agentLive.Swap(nil))
-	w.volumes = []string{m.name, name}
-	w.logger.Info("workspace created from the warm pool", "member", m.name, "container", m.w.cid[:12])
+	w := b.adopt(ws.ID, m.w.box.cid, ws.Owner, m.w.Root(), m.w.box.agentDir, created)
+	w.TakeAgent(m.w.Workspace)
+	w.box.volumes = []string{m.name, name}
+	w.Logger().Info("workspace created from the warm pool", "member", m.name, "container", m.w.box.cid[:12])
 	return w, nil
 }
 
@@ -248,8 +243,8 @@ func (b *Backend) claimOf(ctx context.Context, c container.Summary) (volume.Volu
 func (b *Backend) removeMember(m *member) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m.w.volumes = []string{m.name}
-	if err := m.w.destroy(ctx, "removed from the pool"); err != nil {
+	m.w.box.volumes = []string{m.name}
+	if err := m.w.DestroyWith(ctx, "removed from the pool"); err != nil {
 		b.logger.Warn("a pool member could not be removed", "member", m.name, "err", err)
 	}
 }
@@ -272,7 +267,7 @@ func (b *Backend) rediscoverMembers(ctx context.Context, p *pool) {
 		}
 		run := b.agentDirOf(name)
 		if c.State != "running" || c.Labels[LabelPoolSpec] != p.key || c.Labels[LabelAgent] != run || p.members.Ready() == p.members.Size() {
-			b.removeMember(&member{name: name, w: newWorkspace(b, name, c.ID, b.cfg.WorkspaceDir, time.Now())})
+			b.removeMember(&member{name: name, w: b.newWorkspace(name, c.ID, b.cfg.WorkspaceDir, "", time.Now())})
 			continue
 		}
 		m, err := b.readyMember(ctx, name, c.ID, run)
