@@ -18,13 +18,12 @@ run: ## Run the broker on the local backend (127.0.0.1:8722).
 	$(GO) run ./cmd/broker serve
 
 .PHONY: test
-test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail instead).
+test: ## Run every test (skips need Docker/sshd/root; under CI=true they fail instead): the Go packages and, beside them, the integrations.
 	$(GO) vet ./...
-	scripts/go-test.sh -count=1 -timeout 30m ./...
-	$(MAKE) test-pi
-	$(MAKE) test-mcp
-	$(MAKE) test-python
-	$(MAKE) test-ts
+	MAKE="$(MAKE)" INTEGRATION_TARGETS="$(INTEGRATION_TARGETS)" scripts/test-lanes.sh -count=1 -timeout 30m ./...
+
+# What scripts/test-lanes.sh runs one after another beside the Go packages.
+INTEGRATION_TARGETS ?= test-pi test-mcp test-python test-ts
 
 .PHONY: cross
 cross: ## Build and vet everything for macOS (GOOS=darwin), as CI does.
