@@ -86,11 +86,6 @@ const (
 	DefaultKeepaliveInterval = 15 * time.Second
 	DefaultKeepaliveCountMax = 3
 	DefaultMaxSessions       = 10
-	DefaultKillGrace         = execconf.DefaultKillGrace
-	DefaultDrainIdle         = execconf.DefaultDrainIdle
-	DefaultMaxDrain          = execconf.DefaultMaxDrain
-	DefaultShell             = execconf.DefaultShell
-	DefaultRgPath            = execconf.DefaultRgPath
 	DefaultWorkspaceDir      = ".wsbroker/workspaces"
 )
 
@@ -113,26 +108,25 @@ func NewConfig() Config {
 	}
 }
 
-// withDefaults fills the zero fields from NewConfig.
+// withDefaults fills the zero fields from NewConfig (the command
+// settings from package execconf).
 func (c Config) withDefaults() Config {
 	d := NewConfig()
-	if c.DialTimeout == 0 {
-		c.DialTimeout = d.DialTimeout
-	}
-	if c.KeepaliveInterval == 0 {
-		c.KeepaliveInterval = d.KeepaliveInterval
-	}
-	if c.KeepaliveCountMax == 0 {
-		c.KeepaliveCountMax = d.KeepaliveCountMax
-	}
-	if c.MaxSessions == 0 {
-		c.MaxSessions = d.MaxSessions
-	}
-	if c.InboxAgent == "" {
-		c.InboxAgent = InboxAgentAuto
-	}
+	orDefault(&c.DialTimeout, d.DialTimeout)
+	orDefault(&c.KeepaliveInterval, d.KeepaliveInterval)
+	orDefault(&c.KeepaliveCountMax, d.KeepaliveCountMax)
+	orDefault(&c.MaxSessions, d.MaxSessions)
+	orDefault(&c.InboxAgent, d.InboxAgent)
 	c.Exec = c.Exec.WithDefaults()
 	return c
+}
+
+// orDefault sets *v to d when it is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Validate reports every problem with c at once. It checks values only;

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wsbroker/wsbroker/internal/execconf"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 )
 
@@ -56,7 +57,7 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if got := (Config{}).withDefaults(); got.MaxSessions != DefaultMaxSessions || got.Shell != DefaultShell {
+	if got := (Config{}).withDefaults(); got.MaxSessions != DefaultMaxSessions || got.Shell != execconf.DefaultShell {
 		t.Fatalf("withDefaults: %+v", got)
 	}
 	if a, err := normalizeAddr("example.org"); err != nil || a != "example.org:22" {
@@ -83,7 +84,7 @@ func TestAgentBinaryKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			if b.agent == nil || b.agent.path != bin {
+			if b.agent == nil || b.agent.Path != bin {
 				t.Fatalf("agent binary %+v, want %s", b.agent, bin)
 			}
 			warned := strings.Count(logs.String(), "inboxAgentBinary is deprecated")

@@ -1,13 +1,11 @@
 package ssh
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -26,21 +24,21 @@ import (
 	"github.com/wsbroker/wsbroker/remote/agentclient"
 	"github.com/wsbroker/wsbroker/remote/remoteexec"
 	"github.com/wsbroker/wsbroker/remote/sftpops"
+	"github.com/wsbroker/wsbroker/remote/sshexec"
 )
+
+// agentStartTimeout bounds uploading and starting an agent.
+const agentStartTimeout = 30 * time.Second
 
 // host is one user@address: one SSH connection (with its SFTP channel)
 // shared by every workspace there, reconnected when it dies.
 type host struct {
-	b      *Backend
-	addr   string // host:port
-	user   string
-	log    *slog.Logger
+	b    *Backend
+	addr string // host:port
+	user string
+	log  *slog.Logger
+	*sshexec.Sessions
 	runner *remoteexec.Runner
-
-	// Sessions are limited per connection by the server; commands wait
-	// for a slot, kills have their own.
-	execSlots chan struct{}
-	ctlSlots  chan struct{}
 
 	mu      sync.Mutex
 	cur     *conn         // nil when there is none
@@ -56,26 +54,14 @@ type conn struct {
 	home    string
 	id      sftpops.Identity
 	dead    atomic.Bool
-	killer  *killHelper         // nil when it could not start
 	agent   *agentclient.Client // the in-box agent; nil when it could not start
 	noAgent string              // why agent is nil
-
-	// spare is a session channel opened ahead, on one of the command
-	// slots, for the next command: it then waits for its exec alone, not
-	// for the channel's open too (a round trip of a fifth of a ms and up).
-	spareMu sync.Mutex
-	spare   *chanProc
-	filling bool
 }
 
 func newHost(b *Backend, addr, user string) *host {
-	h := &host{
-		b: b, addr: addr, user: user,
-		log:       b.logger.With("host", addr, "user", user),
-		execSlots: make(chan struct{}, b.cfg.MaxSessions-3),
-		ctlSlots:  make(chan struct{}, 2),
-	}
-	h.runner = remoteexec.New(h.start, h.run, remoteexec.Config{
+	h := &host{b: b, addr: addr, user: user, log: b.logger.With("host", addr, "user", user)}
+	h.Sessions = sshexec.New(h.sshClient, b.cfg.MaxSessions, addr, h.log)
+	h.runner = remoteexec.New(h.Start, h.Run, remoteexec.Config{
 		Shell:     b.cfg.Shell,
 		Env:       []string{"LANG=C.UTF-8", "TERM=dumb"},
 		KillGrace: b.cfg.KillGrace,
@@ -207,10 +193,14 @@ func (h *host) connect() (*conn, error) {
 		return fail(fmt.Errorf("learning the account's ids: %w", err))
 	}
 	c.id = id
-	c.killer = h.startKillHelper(client)
-	if c.agent, err = h.startAgent(client, sc2, home); err != nil {
-		c.noAgent = "the agent could not be started: " + err.Error()
-		h.log.Warn("no in-box agent on this host; commands run in a session each", "err", err)
+	h.Attach(client)
+	if a := h.b.agent; a != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), agentStartTimeout)
+		defer cancel()
+		if c.agent, err = sshexec.StartAgent(ctx, client, sc2, *a, home, h.log); err != nil {
+			c.noAgent = "the agent could not be started: " + err.Error()
+			h.log.Warn("no in-box agent on this host; commands run in a session each", "err", err)
+		}
 	}
 	h.log.Info("connected", "home", home, "uid", id.UID, "took", time.Since(begin))
 	return c, nil
@@ -294,438 +284,43 @@ func (h *host) watch(c *conn) {
 	}
 }
 
-// sftpClient is the sftpops.ClientFunc of every workspace on h.
-func (h *host) sftpClient(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
-	c, err := h.get(ctx)
+// sshClient is the sshexec.ClientFunc of h's sessions.
+func (h *host) sshClient(ctx context.Context, broken *ssh.Client) (*ssh.Client, error) {
+	c, err := h.live(ctx, func(c *conn) bool { return c.client == broken })
 	if err != nil {
 		return nil, err
 	}
-	if c.sftp == broken {
-		// The channel died before the connection was seen to: drop
-		// the connection so that get dials anew.
-		c.dead.Store(true)
-		c.client.Close()
-		if c, err = h.get(ctx); err != nil {
-			return nil, err
-		}
+	return c.client, nil
+}
+
+// SFTP is the sftpops.ClientFunc of every workspace on h (remote.Fallback's).
+func (h *host) SFTP(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
+	c, err := h.live(ctx, func(c *conn) bool { return c.sftp == broken })
+	if err != nil {
+		return nil, err
 	}
 	return c.sftp, nil
 }
 
-// session opens a session, waiting for a slot of sem.
-func (h *host) session(ctx context.Context, sem chan struct{}) (*ssh.Session, func(), error) {
-	var s *ssh.Session
-	release, err := h.openSlot(ctx, sem, func(c *ssh.Client) (err error) {
-		s, err = c.NewSession()
-		return err
-	})
-	return s, release, err
-}
-
-// channel opens a bare session channel, waiting for a slot of sem; its
-// requests (exit-status among them) are the caller's to read.
-func (h *host) channel(ctx context.Context, sem chan struct{}) (ssh.Channel, <-chan *ssh.Request, func(), error) {
-	var ch ssh.Channel
-	var reqs <-chan *ssh.Request
-	release, err := h.openSlot(ctx, sem, func(c *ssh.Client) (err error) {
-		ch, reqs, err = c.OpenChannel("session", nil)
-		return err
-	})
-	return ch, reqs, release, err
-}
-
-// openSlot takes a slot of sem and runs open on the live connection.
-func (h *host) openSlot(ctx context.Context, sem chan struct{}, open func(*ssh.Client) error) (func(), error) {
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// live is the live connection. When it is broken (its channel died
+// before the connection was seen to), it is dropped and one dialed anew.
+func (h *host) live(ctx context.Context, broken func(*conn) bool) (*conn, error) {
+	c, err := h.get(ctx)
+	if err != nil || !broken(c) {
+		return c, err
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { <-sem }) }
+	c.dead.Store(true)
+	c.client.Close()
+	return h.get(ctx)
+}
+
+// Identity is the account's uid and groups (remote.Fallback's).
+func (h *host) Identity(ctx context.Context) (sftpops.Identity, error) {
 	c, err := h.get(ctx)
 	if err != nil {
-		release()
-		return nil, err
+		return sftpops.Identity{}, err
 	}
-	// A server at its MaxSessions (counting sessions of other
-	// clients of the account, or closes it has not processed yet)
-	// rejects the channel: wait a little and try again.
-	var oce *ssh.OpenChannelError
-	redialed := false
-	for attempt := 0; ; attempt++ {
-		err := open(c.client)
-		if err == nil {
-			return release, nil
-		}
-		if !errors.As(err, &oce) && !redialed && ctx.Err() == nil {
-			// The transport died before keepalives noticed (EOF):
-			// drop it and dial once more, so the first call after a
-			// lost connection does not fail.
-			redialed = true
-			c.dead.Store(true)
-			c.client.Close()
-			if c, err = h.get(ctx); err != nil {
-				release()
-				return nil, err
-			}
-			continue
-		}
-		if !errors.As(err, &oce) || attempt == 40 || ctx.Err() != nil || c.dead.Load() {
-			release()
-			return nil, opsapi.E("ssh.session", h.addr, opsapi.ErrUnavailable, err)
-		}
-		time.Sleep(time.Duration(5+5*min(attempt, 9)) * time.Millisecond)
-	}
-}
-
-// start is remoteexec's StartFunc: one session per command, read at the
-// channel level so that the exit status is seen when it arrives, before
-// the output ends.
-func (h *host) start(ctx context.Context, argv []string) (remoteexec.Process, error) {
-	line := commandLine(argv)
-	if p := h.takeSpare(); p != nil {
-		err := p.exec(line)
-		if err == nil {
-			h.refillSpare()
-			return p, nil
-		}
-		// The spare went stale (the connection was lost, or the server
-		// closed it): open one as usual.
-		p.Close()
-	}
-	ch, reqs, release, err := h.channel(ctx, h.execSlots)
-	if err != nil {
-		return nil, err
-	}
-	p := newChanProc(ch, reqs, release)
-	if err := p.exec(line); err != nil {
-		p.Close()
-		return nil, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
-	}
-	h.refillSpare()
-	return p, nil
-}
-
-// takeSpare returns the live connection's spare channel, or nil.
-func (h *host) takeSpare() *chanProc {
-	h.mu.Lock()
-	c := h.cur
-	h.mu.Unlock()
-	if c == nil || c.dead.Load() {
-		return nil
-	}
-	c.spareMu.Lock()
-	p := c.spare
-	c.spare = nil
-	c.spareMu.Unlock()
-	if p == nil {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil // closed under us; its slot is already released
-	default:
-		return p
-	}
-}
-
-// refillSpare opens the next command's channel in the background when a
-// command slot is free; with every slot busy there is no spare, so it
-// never keeps a command waiting.
-func (h *host) refillSpare() {
-	h.mu.Lock()
-	c := h.cur
-	h.mu.Unlock()
-	if c == nil || c.dead.Load() {
-		return
-	}
-	c.spareMu.Lock()
-	if c.spare != nil || c.filling {
-		c.spareMu.Unlock()
-		return
-	}
-	c.filling = true
-	c.spareMu.Unlock()
-	go func() {
-		var p *chanProc
-		select {
-		case h.execSlots <- struct{}{}:
-			var once sync.Once
-			release := func() { once.Do(func() { <-h.execSlots }) }
-			if ch, reqs, err := c.client.OpenChannel("session", nil); err == nil {
-				p = newChanProc(ch, reqs, release)
-			} else {
-				release()
-			}
-		default:
-		}
-		c.spareMu.Lock()
-		c.filling = false
-		if p != nil && !c.dead.Load() {
-			c.spare, p = p, nil
-		}
-		c.spareMu.Unlock()
-		if p != nil {
-			p.Close()
-		}
-	}()
-}
-
-// run is remoteexec's RunFunc: a short command on its own session slot.
-// A non-zero exit is an error. The builtin-only kill, which remoteexec
-// runs after the kill script (a fork bomb at the account's process limit
-// lets no new session start), goes to the connection's kill helper.
-func (h *host) run(ctx context.Context, argv []string) ([]byte, error) {
-	if mode, pg, marker, ok := remoteexec.NoForkKillArgs(argv); ok {
-		if c, err := h.get(ctx); err == nil && c.killer != nil {
-			out, err := c.killer.kill(ctx, mode, pg, marker)
-			if err == nil {
-				return out, nil
-			}
-			h.log.Warn("the kill helper failed; trying a new session", "err", err)
-		}
-	}
-	ch, reqs, release, err := h.channel(ctx, h.ctlSlots)
-	if err != nil {
-		return nil, err
-	}
-	p := newChanProc(ch, reqs, release)
-	defer p.Close()
-	stop := context.AfterFunc(ctx, func() { p.Close() })
-	defer stop()
-	if err := p.exec(commandLine(argv)); err != nil {
-		return nil, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
-	out, rerr := io.ReadAll(io.LimitReader(ch, 1<<20))
-	_, _ = io.Copy(io.Discard, ch)
-	st, ok := <-p.exited
-	switch {
-	case !ok:
-		return out, opsapi.E("ssh.exec", h.addr, opsapi.ErrUnavailable, errors.Join(errors.New("the session ended without an exit status"), rerr))
-	case st.Code != 0:
-		return out, fmt.Errorf("%s exited with %d", argv[0], st.Code)
-	}
-	return out, nil
-}
-
-// killHelper is remoteexec's KillHelperScript running in a session of its
-// own for the life of a connection, holding one of the kill slots: a kill
-// that needs no new process on the host.
-type killHelper struct {
-	mu  sync.Mutex
-	ch  ssh.Channel
-	out *bufio.Reader
-}
-
-// killHelperStart bounds the helper's start.
-const killHelperStart = 10 * time.Second
-
-// startKillHelper starts the helper on client, or returns nil (logged)
-// when it cannot.
-func (h *host) startKillHelper(client *ssh.Client) *killHelper {
-	select {
-	case h.ctlSlots <- struct{}{}:
-	default:
-		h.log.Warn("no session slot for the kill helper; a fork bomb at the account's process limit may outlive its deadline")
-		return nil
-	}
-	ch, reqs, err := client.OpenChannel("session", nil)
-	if err != nil {
-		<-h.ctlSlots
-		h.log.Warn("kill helper: opening its session", "err", err)
-		return nil
-	}
-	go func() {
-		for r := range reqs {
-			if r.WantReply {
-				_ = r.Reply(false, nil)
-			}
-		}
-		<-h.ctlSlots
-	}()
-	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
-	kh := &killHelper{ch: ch, out: bufio.NewReader(ch)}
-	ready := make(chan error, 1)
-	go func() {
-		ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{
-			commandLine([]string{"bash", "-c", remoteexec.KillHelperScript})}))
-		if err == nil && !ok {
-			err = errors.New("the server refused to run it")
-		}
-		if err == nil {
-			var line string
-			line, err = kh.out.ReadString('\n')
-			if err == nil && strings.TrimSpace(line) != "@wsbroker ready" {
-				err = fmt.Errorf("unexpected first line %q", line)
-			}
-		}
-		ready <- err
-	}()
-	select {
-	case err = <-ready:
-	case <-time.After(killHelperStart):
-		err = errors.New("timed out")
-	}
-	if err != nil {
-		ch.Close()
-		h.log.Warn("kill helper did not start", "err", err)
-		return nil
-	}
-	return kh
-}
-
-// kill asks the helper for one kill and returns its answer line.
-func (k *killHelper) kill(ctx context.Context, mode, pgid, marker string) ([]byte, error) {
-	if strings.ContainsAny(mode+pgid+marker, " \t\n") {
-		return nil, errors.New("kill arguments with blanks")
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { k.ch.Close() })
-	defer stop()
-	if _, err := fmt.Fprintf(k.ch, "%s %s %s\n", mode, pgid, marker); err != nil {
-		return nil, err
-	}
-	for {
-		line, err := k.out.ReadString('\n')
-		if strings.HasPrefix(line, "@wsbroker killed ") {
-			return []byte(line), nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// chanProc is a command running in an SSH session channel. Its session
-// slot is given back only once the server has confirmed the channel's
-// close: a slot freed earlier could make the next session exceed the
-// server's MaxSessions.
-type chanProc struct {
-	ch      ssh.Channel
-	release func()
-	exited  chan remoteexec.Status // the exit status, then closed
-	done    chan struct{}          // closed when the channel is
-	st      remoteexec.Status
-	got     bool
-}
-
-func newChanProc(ch ssh.Channel, reqs <-chan *ssh.Request, release func()) *chanProc {
-	p := &chanProc{ch: ch, release: release, exited: make(chan remoteexec.Status, 1), done: make(chan struct{})}
-	go p.serve(reqs)
-	return p
-}
-
-// exec asks the server to run line, and closes stdin.
-func (p *chanProc) exec(line string) error {
-	ok, err := p.ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))
-	if err == nil && !ok {
-		err = errors.New("the server refused to run the command")
-	}
-	if err != nil {
-		return err
-	}
-	// A command that has already ended may have closed the channel: EOF
-	// then says nothing about the command.
-	_ = p.ch.CloseWrite()
-	return nil
-}
-
-// serve reads the channel's requests until it closes.
-func (p *chanProc) serve(reqs <-chan *ssh.Request) {
-	defer func() {
-		close(p.exited)
-		p.release()
-		close(p.done)
-	}()
-	for req := range reqs {
-		switch req.Type {
-		case "exit-status":
-			var m struct{ Status uint32 }
-			if ssh.Unmarshal(req.Payload, &m) == nil && !p.got {
-				p.report(remoteexec.Status{Code: int(m.Status)})
-			}
-		case "exit-signal":
-			var m struct {
-				Signal     string
-				CoreDumped bool
-				Error      string
-				Lang       string
-			}
-			if ssh.Unmarshal(req.Payload, &m) == nil && !p.got {
-				p.report(remoteexec.Status{Code: 128 + signalNumber(m.Signal), Signal: "SIG" + m.Signal})
-			}
-		}
-		if req.WantReply {
-			_ = req.Reply(false, nil)
-		}
-	}
-}
-
-func (p *chanProc) report(st remoteexec.Status) {
-	p.st, p.got = st, true
-	p.exited <- st
-}
-
-func (p *chanProc) Stdout() io.Reader { return p.ch }
-func (p *chanProc) Stderr() io.Reader { return p.ch.Stderr() }
-
-// Exited is remoteexec.Exiter's.
-func (p *chanProc) Exited() <-chan remoteexec.Status { return p.exited }
-
-// Close closes the channel; the process itself is not touched.
-func (p *chanProc) Close() error { return p.ch.Close() }
-
-// Wait waits for the channel to close and returns the exit status the
-// server reported, or an error when it reported none.
-func (p *chanProc) Wait() (remoteexec.Status, error) {
-	<-p.done
-	if !p.got {
-		return remoteexec.Status{Code: -1}, errors.New("the session ended without an exit status")
-	}
-	return p.st, nil
-}
-
-// commandLine is argv as the line the login shell runs. `sh -c SCRIPT
-// NAME ARGS...` becomes `set -- ARGS...` and SCRIPT itself: the login
-// shell (POSIX, as the package requires) runs the script without starting
-// another sh, one program less per command.
-func commandLine(argv []string) string {
-	if len(argv) >= 4 && argv[0] == "sh" && argv[1] == "-c" {
-		return "set -- " + remoteexec.ShellJoin(argv[4:]) + "\n" + argv[2]
-	}
-	return remoteexec.ShellJoin(argv)
-}
-
-// exitStatus reads Session.Wait's outcome.
-func exitStatus(err error) (remoteexec.Status, error) {
-	var ee *ssh.ExitError
-	switch {
-	case err == nil:
-		return remoteexec.Status{}, nil
-	case errors.As(err, &ee):
-		st := remoteexec.Status{Code: ee.ExitStatus()}
-		if sig := ee.Signal(); sig != "" {
-			st.Signal = "SIG" + sig
-			if st.Code == 0 || st.Code == -1 {
-				st.Code = 128 + signalNumber(sig)
-			}
-		}
-		return st, nil
-	}
-	return remoteexec.Status{Code: -1}, err
-}
-
-// signalNumber maps an SSH signal name ("TERM") to Linux's number.
-func signalNumber(name string) int {
-	for n := 1; n < 32; n++ {
-		if remoteexec.SignalName(n) == "SIG"+name {
-			return n
-		}
-	}
-	return 0
+	return c.id, nil
 }
 
 // close ends h's connection for good.

@@ -5,13 +5,17 @@
 //
 // New(cfg, logger) reads the known_hosts and key files; Create opens (or
 // reuses) one connection per user@host, shared by every workspace there,
-// and makes the workspace directory. File operations go over the
-// connection's SFTP channel (package sftpops: atomic writes through
-// posix-rename@openssh.com and fsync@openssh.com); each command runs in a
-// session of its own under the process-group wrapper of package
+// and makes the workspace directory. A workspace is a remote.Workspace
+// reached through that connection: file operations go over its SFTP
+// channel (package sftpops: atomic writes through posix-rename@openssh.com
+// and fsync@openssh.com); commands and searches go through the in-box
+// agent the connection starts (package sshexec uploads it by content hash
+// and speaks its protocol over a session), else each runs in a session of
+// its own (package sshexec) under the process-group wrapper of package
 // remoteexec, so a deadline or cancel kills the whole remote tree through
-// a second session; grep runs ripgrep on the host (package rgjson), find
-// walks the tree over SFTP (package globwalk).
+// a second session. This package keeps what is ssh's own: dialing,
+// authentication, host keys, the per-host connection and the workspace
+// directory.
 //
 // # Trust
 //

@@ -3,8 +3,6 @@ package ssh
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +12,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote"
 	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
@@ -29,7 +27,8 @@ type Backend struct {
 	logger   *slog.Logger
 	hostKeys ssh.HostKeyCallback
 	signers  []ssh.Signer
-	agent    *agentBinary // the in-box agent to upload, nil for none
+	agent    *remote.AgentBinary // the in-box agent to upload, nil for none
+	noAgent  string              // why agent is nil
 
 	mu     sync.Mutex
 	hosts  map[string]*host // by user@address
@@ -41,14 +40,13 @@ type Backend struct {
 // nothing until a workspace is created.
 func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	const op = "ssh.New"
-	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{cfg: cfg, logger: logger.With("backend", "ssh"), hosts: map[string]*host{}}
+	b := &Backend{cfg: cfg.withDefaults(), logger: logger.With("backend", "ssh"), hosts: map[string]*host{}}
+	if err := b.cfg.Validate(); err != nil {
+		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
+	}
 	if cfg.InboxAgentBinary != "" {
 		b.logger.Warn("the ssh key inboxAgentBinary is deprecated: call it agentBinary", "path", cfg.InboxAgentBinary)
 		b.cfg.AgentBinary = cfg.InboxAgentBinary
@@ -78,6 +76,27 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		return nil, opsapi.E(op, b.cfg.AgentBinary, opsapi.ErrInvalid, err)
 	}
 	return b, nil
+}
+
+// findAgent locates the in-box agent's binary when the configuration
+// wants one; a configured one that is unusable is an error, a missing
+// default one turns the agent off.
+func (b *Backend) findAgent() error {
+	if b.cfg.InboxAgent == InboxAgentOff {
+		b.noAgent = "inboxAgent: off in the configuration"
+		return nil
+	}
+	bin, err := remote.FindAgent(b.cfg.AgentBinary)
+	if err == nil {
+		b.agent = &bin
+		return nil
+	}
+	if b.cfg.AgentBinary != "" {
+		return err
+	}
+	b.noAgent = "no agent binary for this host"
+	b.logger.Info("no in-box agent binary; commands run in a session each", "reason", err)
+	return nil
 }
 
 // Name is the backend's registry name.
@@ -133,13 +152,12 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if err != nil {
 		return nil, err
 	}
-
 	root := path.Clean(o.Root)
 	if o.Root == "" {
 		root = opsapi.Resolve(opsapi.Resolve(c.home, wsDir), spec.ID)
 	}
 	owned := false
-	probe := sftpops.New(h.sftpClient, "/", sftpops.Options{Op: "ssh"})
+	probe := sftpops.New(h.SFTP, "/", sftpops.Options{Op: "ssh"})
 	fi, err := probe.Stat(ctx, root)
 	switch {
 	case err == nil && !fi.IsDir():
@@ -156,17 +174,8 @@ func (b *Backend) Create(ctx context.Context, spec opsapi.WorkspaceSpec) (opsapi
 	if real, err := probe.RealPath(ctx, root); err == nil {
 		root = real
 	}
-	sum := sha256.Sum256([]byte(addr + "\x00" + user + "\x00" + root))
-	w := &Workspace{
-		id:     spec.ID,
-		root:   root,
-		owned:  owned,
-		host:   h,
-		marker: workspaceKey + "=" + spec.ID + "@" + hex.EncodeToString(sum[:8]),
-		logger: h.log.With("workspace", spec.ID),
-	}
-	w.fs = sftpops.New(h.sftpClient, root, sftpops.Options{Identity: &c.id, Logger: w.logger, Op: "ssh"})
-	w.logger.Info("workspace created", "root", root, "created", owned)
+	w := b.newWorkspace(h, spec.ID, root, owned)
+	w.Logger().Info("workspace created", "root", root, "created", owned)
 	return w, nil
 }
 
@@ -224,56 +233,6 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	for _, h := range hosts {
 		h.close()
-	}
-	return nil
-}
-
-// workspaceKey marks every process of a workspace.
-const workspaceKey = "WSBROKER_WORKSPACE"
-
-// Workspace is a directory on an SSH host: files over SFTP, commands in
-// sessions under the remoteexec wrapper.
-type Workspace struct {
-	id     string
-	root   string
-	owned  bool // Create made the directory; Destroy removes it
-	host   *host
-	fs     *sftpops.FS
-	marker string
-	logger *slog.Logger
-
-	destroyed atomic.Bool
-}
-
-// ID is the workspace's name.
-func (w *Workspace) ID() string { return w.id }
-
-// Root is the canonical absolute path of the workspace on its host.
-func (w *Workspace) Root() string { return w.root }
-
-// Destroy kills every process carrying the workspace's marker and, when
-// Create made the directory, removes it. Destroying twice is not an error.
-func (w *Workspace) Destroy(ctx context.Context) error {
-	if w.destroyed.Swap(true) {
-		return nil
-	}
-	killed, err := w.host.runner.KillMarked(ctx, w.marker)
-	errs := []error{err}
-	if w.owned {
-		_, rerr := w.host.run(ctx, []string{"rm", "-rf", "--", w.root})
-		errs = append(errs, rerr)
-	}
-	err = errors.Join(errs...)
-	w.logger.Info("workspace destroyed", "killed", killed, "removed", w.owned, "err", err)
-	if err != nil {
-		return opsapi.E("ssh.Destroy", w.id, nil, err)
-	}
-	return nil
-}
-
-func (w *Workspace) gone(op, p string) error {
-	if w.destroyed.Load() {
-		return opsapi.E(op, p, opsapi.ErrNotExist, errors.New("workspace destroyed"))
 	}
 	return nil
 }
