@@ -58,6 +58,11 @@ def test_real_errors(broker: wsbroker.Broker, broker_proc, local_ws: wsbroker.Wo
         local_ws.read_bytes("../../etc/passwd")
     with pytest.raises(wsbroker.Unavailable):
         wsbroker.Broker("http://127.0.0.1:9", "t").list()  # nothing listens
+    gone = wsbroker.Workspace(broker, wsbroker.WorkspaceInfo(
+        id="ws_AAAAAAAAAAAAAAAAAAAAAAAAAA", backend="local", root="/", created_at=None))
+    with pytest.raises(wsbroker.NotFound):  # refused before the WebSocket upgrade
+        with gone.pty("bash"):
+            pass
 
 
 def test_config_like_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
