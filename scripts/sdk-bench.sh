@@ -67,6 +67,9 @@ export WSBROKER_BENCH_READ=bench-4k.bin WSBROKER_BENCH_BIG=bench-1g.bin
 "$tmp/sdkbench" -prepare
 
 ts_cmd=()
+if [ -d integrations/typescript/bench ] && [ ! -f integrations/typescript/dist/src/index.js ]; then
+	(cd integrations/typescript && npm ci --ignore-scripts && npm run build) >&2
+fi
 if [ -d integrations/typescript/bench ]; then
 	for f in bench.mjs bench.js index.mjs index.js; do
 		if [ -f "integrations/typescript/bench/$f" ]; then ts_cmd=(node "integrations/typescript/bench/$f"); break; fi
