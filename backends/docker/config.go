@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -13,6 +14,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/internal/bytesize"
 	"github.com/wsbroker/wsbroker/internal/execconf"
+	"github.com/wsbroker/wsbroker/remote"
 )
 
 // Config configures the docker backend. Zero fields take the defaults of
@@ -207,11 +209,6 @@ const (
 	DefaultNetwork      = "none"
 	DefaultWorkspaceDir = "/workspace"
 	DefaultSFTPServer   = SFTPAuto
-	DefaultKillGrace    = execconf.DefaultKillGrace
-	DefaultDrainIdle    = execconf.DefaultDrainIdle
-	DefaultMaxDrain     = execconf.DefaultMaxDrain
-	DefaultShell        = execconf.DefaultShell
-	DefaultRgPath       = execconf.DefaultRgPath
 )
 
 // SFTP server modes.
@@ -227,9 +224,9 @@ const (
 	AgentOff  = "off"
 )
 
-// SFTPServerName is the broker's SFTP server binary, looked for beside the
-// broker's executable and on PATH.
-const SFTPServerName = "wsb-agent"
+// SFTPServerName is the broker's agent binary, which is its SFTP server
+// too, looked for beside the broker's executable and on PATH.
+const SFTPServerName = remote.AgentName
 
 // DefaultCommand is the container's main process.
 var DefaultCommand = []string{"sleep", "infinity"}
@@ -270,31 +267,10 @@ func NewConfig() Config {
 // withDefaults fills the zero fields from NewConfig.
 func (c Config) withDefaults() Config {
 	d := NewConfig()
-	str := func(v *string, def string) {
-		if *v == "" {
-			*v = def
-		}
-	}
-	str(&c.Host, d.Host)
-	str(&c.DefaultImage, d.DefaultImage)
-	str(&c.User, d.User)
-	str(&c.Network, d.Network)
-	str(&c.WorkspaceDir, d.WorkspaceDir)
-	str(&c.SFTPServer, d.SFTPServer)
-	str(&c.Agent, AgentAuto)
-	str(&c.AgentBinary, c.SFTPServerBinary)
-	if c.Memory == 0 {
-		c.Memory = d.Memory
-	}
-	if c.CPUs == 0 {
-		c.CPUs = d.CPUs
-	}
-	if c.Pids == 0 {
-		c.Pids = d.Pids
-	}
-	if c.TmpfsSize == 0 {
-		c.TmpfsSize = d.TmpfsSize
-	}
+	c.Host, c.DefaultImage, c.User = cmp.Or(c.Host, d.Host), cmp.Or(c.DefaultImage, d.DefaultImage), cmp.Or(c.User, d.User)
+	c.Network, c.WorkspaceDir = cmp.Or(c.Network, d.Network), cmp.Or(c.WorkspaceDir, d.WorkspaceDir)
+	c.SFTPServer, c.Agent, c.AgentBinary = cmp.Or(c.SFTPServer, d.SFTPServer), cmp.Or(c.Agent, d.Agent), cmp.Or(c.AgentBinary, c.SFTPServerBinary)
+	c.Memory, c.CPUs, c.Pids, c.TmpfsSize = cmp.Or(c.Memory, d.Memory), cmp.Or(c.CPUs, d.CPUs), cmp.Or(c.Pids, d.Pids), cmp.Or(c.TmpfsSize, d.TmpfsSize)
 	if len(c.Command) == 0 {
 		c.Command = d.Command
 	}
@@ -319,11 +295,7 @@ func (c Config) Validate() error {
 	if c.DefaultImage == "" {
 		add("defaultImage is required")
 	}
-	for _, p := range c.AllowedImages {
-		if _, err := path.Match(p, ""); err != nil || p == "" {
-			add("allowedImages: bad pattern %q", p)
-		}
-	}
+	errs = append(errs, remote.ImagePatternProblems(c.AllowedImages)...)
 	if c.User == "" || strings.ContainsAny(c.User, " \t\n") {
 		add("user %q is not a user or uid:gid", c.User)
 	}

@@ -11,44 +11,32 @@
 // starts it; List finds them again after a broker restart; Destroy removes
 // the container (and so every process in it) and the volume.
 //
-// With the in-box agent (package agent; Config.Agent, on by default when
-// the broker's binary is injected and User is numeric), a workspace's
-// first call starts the agent in one exec, handing it fresh TLS keys on
-// its stdin; it connects to a Unix socket the broker listens on, for that
-// start only, in the workspace's run directory (RunDir/<hash of the id>
-// on the host, the broker's, bind-mounted read-only at AgentRunDir, so
-// nothing in the workspace can fill it or make it unusable), and every
-// later command, search and file operation goes over that one
-// connection, never through the engine. Each command runs under a
-// subreaper, so its kill reaches every descendant. An agent that ended
-// is replaced at the next call; one that cannot be started fails the
-// call with ErrUnavailable: a workspace with an agent never falls back
-// to the engine paths below, which serve only workspaces without one.
+// A workspace is a remote.Workspace (package remote: files, commands,
+// searches, the agent connection and its restarts) over its container.
+// With the in-box agent (Config.Agent, on by default when the broker's
+// binary is injected), the first call starts the agent in one engine
+// exec (package agentsock: fresh TLS keys on its stdin) and it connects
+// to a Unix socket the broker listens on, for that start only, in the
+// workspace's run directory (RunDir/<hash of the id> on the host,
+// bind-mounted read-only at AgentRunDir, so nothing in the workspace can
+// fill it or make it unusable); every later call goes over that one
+// connection, never through the engine. An agent that cannot be started
+// fails the call with ErrUnavailable: a workspace with an agent never
+// falls back to the engine paths below, which serve only workspaces
+// without one.
 //
-// File operations go over ONE long-lived exec per workspace whose stdio
-// carries SFTP (package sftpops over a github.com/pkg/sftp client; the
-// same code serves the SSH backend): an SFTP round trip costs about
-// 0.3 ms and a small read under 2 ms, where one exec or one archive-API
-// call costs some 60 ms. The archive
-// API (CopyToContainer, CopyFromContainer) is never used: it runs on the
-// host side and has a history of symlink races (CVE-2018-15664,
-// CVE-2019-14271). The server is the image's OpenSSH sftp-server when it
-// has one, otherwise the broker's own static binary (cmd/wsb-agent),
-// bind-mounted read-only at /.wsbroker/sftp-server when the container is
-// created. A channel that dies (its server killed, the connection
-// dropped) is replaced at the next operation; operations that change
-// nothing are retried on the new one.
-//
-// Each command runs in an exec of its own under the process-group wrapper
-// of package remoteexec: the engine has no API to kill an exec (moby
-// #9098), so a deadline or cancel kills the whole tree through a second
-// exec running the kill script. When the container's pids limit is full
-// (a fork bomb) that script cannot fork; the exec still starts (joining a
-// cgroup is not limited by pids.max), and remoteexec's killer made of bash
-// builtins alone stops the call's processes round by round and kills them. The
-// container's OOM kill counter, read over SFTP around each command, sets
-// ExecResult.OOMKilled. grep runs ripgrep in the container (package
-// rgjson); find walks the tree over SFTP (package globwalk).
+// Without the agent, files go over SFTP on the stdio of ONE long-lived
+// exec per workspace (package execsftp), replaced when it dies: the
+// image's OpenSSH sftp-server, or the broker's own binary bind-mounted
+// read-only at InjectedSFTPServer. The archive API (CopyToContainer,
+// CopyFromContainer) is never used: it runs on the host side and has a
+// history of symlink races (CVE-2018-15664, CVE-2019-14271). Each
+// command runs in an exec of its own under the process-group wrapper of
+// package remoteexec: the engine has no API to kill an exec (moby #9098),
+// so a deadline or cancel kills the whole tree through a second exec,
+// and when a fork bomb has filled the pids limit the container is lent
+// pids for remoteexec's builtin-only killer. The container's OOM kill
+// counter, read around each command, sets ExecResult.OOMKilled.
 //
 // # Defaults and why
 //

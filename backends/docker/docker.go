@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/internal/loopfs"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote"
 	"github.com/wsbroker/wsbroker/remote/agentbin"
 	"github.com/wsbroker/wsbroker/remote/remoteexec"
 )
@@ -57,13 +57,8 @@ type Backend struct {
 	seccompOption string // "seccomp=..." or ""
 	agent         agentSetup
 	pools         pools
-
-	mu         sync.Mutex
-	workspaces map[string]*Workspace // by ID: made or found by this backend
-	closed     bool
-
-	stopReaper chan struct{}
-	reaperDone chan struct{}
+	workspaces    remote.Table[*Workspace] // made or found by this backend
+	stopReaper    func()                   // nil without IdleTTL
 }
 
 // New checks cfg (zero fields take NewConfig's defaults), connects to the
@@ -81,13 +76,13 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("backend", "docker")
-	b := &Backend{cfg: cfg, logger: logger, workspaces: map[string]*Workspace{}}
+	b := &Backend{cfg: cfg, logger: logger}
 	if cfg.SFTPServerBinary != "" {
 		logger.Warn("sftpServerBinary is deprecated: call it agentBinary", "agentBinary", cfg.AgentBinary)
 	}
 
 	if cfg.SFTPServer != SFTPImage {
-		bin, err := findSFTPServer(cfg.AgentBinary)
+		bin, err := agentbin.Find(cfg.AgentBinary, remote.AgentName)
 		switch {
 		case err == nil:
 			b.injectBinary = bin
@@ -148,8 +143,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 		return nil, opsapi.E(op, "pools", opsapi.ErrInvalid, err)
 	}
 	if cfg.IdleTTL > 0 {
-		b.stopReaper, b.reaperDone = make(chan struct{}), make(chan struct{})
-		go b.reap(cfg.IdleTTL)
+		b.stopReaper = remote.Reap(&b.workspaces, cfg.IdleTTL)
 	}
 	return b, nil
 }
@@ -175,13 +169,6 @@ func (b *Backend) warnRisks() {
 	if slices.Contains(c.AllowedImages, "*") {
 		b.logger.Info("any image present on the engine may be used")
 	}
-}
-
-// findSFTPServer locates the static SFTP server to inject: configured, or
-// beside the broker's executable, or on PATH. It must be a statically
-// linked ELF binary (it runs in images with no libc of ours).
-func findSFTPServer(configured string) (string, error) {
-	return agentbin.Find(configured, SFTPServerName)
 }
 
 // sftpServers are the candidate server paths inside a container, in the
@@ -227,7 +214,7 @@ type createLimits struct {
 // spec is a workspace container's settings after options and config.
 type spec struct {
 	image   string
-	memory  int64
+	memory  ByteSize
 	cpus    float64
 	pids    int64
 	disk    int64 // the volume's own filesystem, 0 for none
@@ -239,33 +226,17 @@ type spec struct {
 // resolve checks o against the configuration.
 func (b *Backend) resolve(o createOptions) (spec, error) {
 	c := b.cfg
-	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, pids: c.Pids, disk: int64(c.Disk), network: c.Network}
+	s := spec{image: c.DefaultImage, memory: c.Memory, cpus: c.CPUs, pids: c.Pids, disk: int64(c.Disk), network: c.Network}
 	var errs []error
 	if o.Image != "" {
-		if !b.imageAllowed(o.Image) {
+		if !remote.ImageAllowed(o.Image, c.DefaultImage, c.AllowedImages) {
 			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
 		}
 		s.image = o.Image
 	}
 	if l := o.Limits; l != nil {
-		if l.Memory != 0 {
-			if l.Memory < minMemory || int64(l.Memory) > s.memory {
-				errs = append(errs, fmt.Errorf("limits.memory %d must be between 6 MiB and %s", l.Memory, c.Memory))
-			}
-			s.memory = int64(l.Memory)
-		}
-		if l.CPUs != 0 {
-			if l.CPUs < 0.01 || l.CPUs > s.cpus {
-				errs = append(errs, fmt.Errorf("limits.cpus %v must be between 0.01 and %v", l.CPUs, c.CPUs))
-			}
-			s.cpus = l.CPUs
-		}
-		if l.Pids != 0 {
-			if l.Pids < minPids || l.Pids > s.pids {
-				errs = append(errs, fmt.Errorf("limits.pids %d must be between %d and %d", l.Pids, minPids, c.Pids))
-			}
-			s.pids = l.Pids
-		}
+		errs = append(errs, remote.Lower("limits.memory", l.Memory, minMemory, &s.memory),
+			remote.Lower("limits.cpus", l.CPUs, 0.01, &s.cpus), remote.Lower("limits.pids", l.Pids, minPids, &s.pids))
 		if l.Disk != 0 {
 			if l.Disk < loopfs.MinSize || c.Disk > 0 && l.Disk > c.Disk {
 				limit := "no limit"
@@ -284,18 +255,6 @@ func (b *Backend) resolve(o createOptions) (spec, error) {
 		s.network = o.Network
 	}
 	return s, errors.Join(errs...)
-}
-
-func (b *Backend) imageAllowed(image string) bool {
-	if image == b.cfg.DefaultImage {
-		return true
-	}
-	for _, p := range b.cfg.AllowedImages {
-		if ok, _ := path.Match(p, image); ok || p == "*" {
-			return true
-		}
-	}
-	return false
 }
 
 // Create makes the workspace's volume and container and starts it. The
@@ -331,16 +290,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 
 	name := namePrefix + ws.ID
 	created := time.Now().UTC()
-	labels := map[string]string{
-		LabelManaged:   "1",
-		LabelWorkspace: ws.ID,
-		LabelCreatedAt: created.Format(time.RFC3339Nano),
-		LabelRoot:      b.cfg.WorkspaceDir,
-		LabelBroker:    b.cfg.Identity,
-	}
-	if ws.Owner != "" {
-		labels[LabelOwner] = ws.Owner
-	}
+	labels := b.labels(ws, b.cfg.WorkspaceDir, created, LabelWorkspace, ws.ID)
 	if err := b.checkFree(ctx, op, ws.ID, name); err != nil {
 		return nil, err
 	}
@@ -360,9 +310,22 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	}
 	w := b.adopt(ws.ID, cid, ws.Owner, b.cfg.WorkspaceDir, s.run, created)
 	w.box.disk = s.disk
-	w.Logger().Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+	w.Logger().Info("workspace created", "image", s.image, "memory", s.memory, "cpus", s.cpus,
 		"pids", s.pids, "network", s.network, "container", cid[:12])
 	return w, nil
+}
+
+// labels are the labels of what the backend makes for workspace ws (its
+// ID and Owner, when set), with root, created and the pairs in more.
+func (b *Backend) labels(ws opsapi.WorkspaceSpec, root string, created time.Time, more ...string) map[string]string {
+	l := map[string]string{LabelManaged: "1", LabelBroker: b.cfg.Identity, LabelRoot: root, LabelCreatedAt: created.Format(time.RFC3339Nano)}
+	if ws.Owner != "" {
+		l[LabelOwner] = ws.Owner
+	}
+	for i := 0; i+1 < len(more); i += 2 {
+		l[more[i]] = more[i+1]
+	}
+	return l
 }
 
 // makeContainer makes the volume and the container called name for s
@@ -392,23 +355,11 @@ func (b *Backend) makeContainer(ctx context.Context, op, id, name string, s spec
 	return resp.ID, nil
 }
 
-// decodeCreateOptions reads a create request's options strictly: unknown
-// fields and trailing data are errors; none (or null) is the zero value.
+// decodeCreateOptions reads a create request's options strictly
+// (remote.DecodeOptions).
 func decodeCreateOptions(options json.RawMessage) (createOptions, error) {
 	var o createOptions
-	raw := bytes.TrimSpace(options)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return o, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("options: %w", err)
-	}
-	if dec.More() {
-		return o, errors.New("options: trailing data")
-	}
-	return o, nil
+	return o, remote.DecodeOptions(options, &o)
 }
 
 // inspectImage checks that s's image is on the engine (images are never
@@ -503,8 +454,8 @@ func (b *Backend) containerConfig(s spec, name string, labels map[string]string)
 		Tmpfs:          b.tmpfs(s.home),
 		Mounts:         mounts,
 		Resources: container.Resources{
-			Memory:     s.memory,
-			MemorySwap: s.memory, // no swap
+			Memory:     int64(s.memory),
+			MemorySwap: int64(s.memory), // no swap
 			NanoCPUs:   int64(s.cpus * 1e9),
 			PidsLimit:  &pids,
 		},
@@ -563,34 +514,14 @@ func isNumber(s string) bool {
 // adopt returns the backend's Workspace for id, making it when new (its
 // agent's run directory agentDir, "" for none).
 func (b *Backend) adopt(id, cid, owner, root, agentDir string, created time.Time) *Workspace {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w, ok := b.workspaces[id]; ok && w.box.cid == cid && !w.Destroyed() {
+	return b.workspaces.Adopt(id, func(w *Workspace) bool { return w.box.cid == cid }, func() *Workspace {
+		w := b.newWorkspace(id, cid, root, agentDir, created)
+		w.owner = owner
 		return w
-	}
-	w := b.newWorkspace(id, cid, root, agentDir, created)
-	w.owner = owner
-	b.workspaces[id] = w
-	return w
+	})
 }
 
-// forget drops x's workspace from the backend's table.
-func (b *Backend) forget(x *box) {
-	b.mu.Lock()
-	if w := b.workspaces[x.id]; w != nil && w.box == x {
-		delete(b.workspaces, x.id)
-	}
-	b.mu.Unlock()
-}
-
-func (b *Backend) usable() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return opsapi.E("docker", "", opsapi.ErrUnavailable, errors.New("backend closed"))
-	}
-	return nil
-}
+func (b *Backend) usable() error { return b.workspaces.Usable("docker") }
 
 // List finds the workspace containers this broker made (its Identity
 // label) after a restart, starting those that are stopped. Volumes left by
@@ -625,26 +556,8 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			continue
 		}
 		disk := diskOfLabels(c.Labels)
-		if disk > 0 {
-			// After a reboot the filesystem is not mounted, and the
-			// engine may already have started the container on the
-			// empty directory beneath: mount it, then restart the
-			// container so its volume binds the filesystem.
-			mounted, err := b.mountDisk(ctx, id)
-			if err != nil {
-				b.logger.Warn("rediscovered workspace's filesystem could not be mounted; skipping it", "workspace", id, "err", err)
-				continue
-			}
-			if mounted && c.State == "running" {
-				if err := b.api.ContainerRestart(ctx, c.ID, container.StopOptions{}); err != nil {
-					b.logger.Warn("rediscovered workspace could not be restarted on its filesystem", "workspace", id, "err", err)
-				}
-			}
-		}
-		if c.State != "running" {
-			if err := b.api.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-				b.logger.Warn("rediscovered workspace could not be started", "workspace", id, "state", c.State, "err", err)
-			}
+		if !b.wake(ctx, c, id, disk) {
+			continue
 		}
 		created, err := time.Parse(time.RFC3339Nano, createdAt)
 		if err != nil {
@@ -665,9 +578,43 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 		w.box.volumes = volumes
 		out[id] = w
 	}
+	return out, b.removeOrphanVolumes(ctx, f, out, members)
+}
+
+// wake readies rediscovered container c of workspace id: its filesystem
+// of disk bytes mounted (false when it cannot be), the container running.
+func (b *Backend) wake(ctx context.Context, c container.Summary, id string, disk int64) bool {
+	if disk > 0 {
+		// After a reboot the filesystem is not mounted, and the engine
+		// may already have started the container on the empty directory
+		// beneath: mount it, then restart the container so its volume
+		// binds the filesystem.
+		mounted, err := b.mountDisk(ctx, id)
+		if err != nil {
+			b.logger.Warn("rediscovered workspace's filesystem could not be mounted; skipping it", "workspace", id, "err", err)
+			return false
+		}
+		if mounted && c.State == "running" {
+			if err := b.api.ContainerRestart(ctx, c.ID, container.StopOptions{}); err != nil {
+				b.logger.Warn("rediscovered workspace could not be restarted on its filesystem", "workspace", id, "err", err)
+			}
+		}
+	}
+	if c.State != "running" {
+		if err := b.api.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+			b.logger.Warn("rediscovered workspace could not be started", "workspace", id, "state", c.State, "err", err)
+		}
+	}
+	return true
+}
+
+// removeOrphanVolumes removes the volumes of filter f whose workspace (in
+// found) or pool member (in members) has no container, once they are old
+// enough: a create that never finished left them.
+func (b *Backend) removeOrphanVolumes(ctx context.Context, f filters.Args, found map[string]opsapi.Workspace, members map[string]bool) error {
 	vols, err := b.api.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {
-		return out, engineErr(op, "", err)
+		return engineErr("docker.List", "", err)
 	}
 	for _, v := range vols.Volumes {
 		id := v.Labels[LabelWorkspace]
@@ -676,7 +623,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			if members[member] || v.Name != member {
 				continue
 			}
-		case out[id] != nil || v.Name != namePrefix+id:
+		case found[id] != nil || v.Name != namePrefix+id:
 			continue
 		}
 		created, err := time.Parse(time.RFC3339Nano, v.Labels[LabelCreatedAt])
@@ -695,7 +642,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // noteOthers logs how many workspace containers on the engine belong to
@@ -718,53 +665,17 @@ func (b *Backend) noteOthers(ctx context.Context) {
 	}
 }
 
-// reap destroys workspaces idle for longer than ttl, until Close.
-func (b *Backend) reap(ttl time.Duration) {
-	defer close(b.reaperDone)
-	every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stopReaper:
-			return
-		case <-tick.C:
-		}
-		b.mu.Lock()
-		var idle []*Workspace
-		for _, w := range b.workspaces {
-			if w.IdleFor() > ttl {
-				idle = append(idle, w)
-			}
-		}
-		b.mu.Unlock()
-		for _, w := range idle {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			err := w.DestroyWith(ctx, "expired")
-			cancel()
-			if err != nil {
-				w.Logger().Warn("expiring an idle workspace failed", "err", err)
-			}
-		}
-	}
-}
-
 // Close stops the reaper and closes every SFTP channel and the engine
 // client. Workspaces (containers, volumes, processes) stay.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	ws, ok := b.workspaces.Close()
+	if !ok {
 		return nil
 	}
-	b.closed = true
-	ws := b.workspaces
-	b.mu.Unlock()
 	if b.stopReaper != nil {
-		close(b.stopReaper)
-		<-b.reaperDone
+		b.stopReaper()
 	}
-	b.closePools()
+	b.pools.set.Close() // every ready member removed: it would run unused until the next start
 	for _, w := range ws {
 		w.box.channel.Close()
 	}

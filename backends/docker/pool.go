@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -54,12 +53,10 @@ type member struct {
 	w    *Workspace // named name, never in the backend's table
 }
 
-// pools is the backend's warm pools and their fillers.
+// pools is the backend's warm pools, and the goroutines that fill them.
 type pools struct {
-	list     []*pool
-	cancel   context.CancelFunc
-	fillers  sync.WaitGroup
-	removals sync.WaitGroup // members removed in the background
+	list []*pool
+	set  warmpool.Set[*member]
 }
 
 // specKey identifies the settings a container was made with, so that a
@@ -80,6 +77,8 @@ func (b *Backend) setupPools() error {
 		b.logger.Warn("warm pools are off: they need the in-box agent", "why", b.agent.why)
 		return nil
 	}
+	b.pools.set = warmpool.Set[*member]{Alive: func(m *member) bool { return m.w.AgentLive() }, Remove: b.removeMember,
+		Name: func(m *member) string { return m.name }, Logger: b.logger}
 	var errs []error
 	for _, pc := range b.cfg.Pools {
 		o := createOptions{Image: pc.Image, Network: pc.Network}
@@ -91,15 +90,13 @@ func (b *Backend) setupPools() error {
 			errs = append(errs, fmt.Errorf("pool %s: %w", pc.Name, err))
 			continue
 		}
-		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, key: specKey(s), members: warmpool.New[*member](pc.Size)})
+		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, key: specKey(s), members: b.pools.set.Add(pc.Name, pc.Size)})
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.pools.cancel = cancel
 	for _, p := range b.pools.list {
-		b.pools.fillers.Go(func() {
+		b.pools.set.Go(func(ctx context.Context) {
 			// First the members an earlier run of the broker left.
 			b.rediscoverMembers(ctx, p)
 			p.members.Fill(ctx, func(ctx context.Context) (*member, error) { return b.makeMember(ctx, p) },
@@ -122,15 +119,7 @@ func (b *Backend) poolFor(s spec) *pool {
 
 // memberLabels are the labels of a new member of p called name.
 func (b *Backend) memberLabels(p *pool, name, run string) map[string]string {
-	labels := map[string]string{
-		LabelManaged:   "1",
-		LabelBroker:    b.cfg.Identity,
-		LabelCreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
-		LabelRoot:      b.cfg.WorkspaceDir,
-		LabelPool:      p.cfg.Name,
-		LabelMember:    name,
-		LabelPoolSpec:  p.key,
-	}
+	labels := b.labels(opsapi.WorkspaceSpec{}, b.cfg.WorkspaceDir, time.Now().UTC(), LabelPool, p.cfg.Name, LabelMember, name, LabelPoolSpec, p.key)
 	if run != "" {
 		labels[LabelAgent] = run
 	}
@@ -169,10 +158,7 @@ func (b *Backend) readyMember(ctx context.Context, name, cid, run string) (*memb
 // take is a ready member of p whose agent is still connected, or nil
 // when none is ready. Broken members are removed on the way.
 func (b *Backend) take(p *pool) *member {
-	m, _ := p.members.Take(func(m *member) bool { return m.w.AgentLive() }, func(m *member) {
-		b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.name)
-		b.pools.removals.Go(func() { b.removeMember(m) })
-	})
+	m, _ := b.pools.set.Take(p.members)
 	return m
 }
 
@@ -183,23 +169,13 @@ func (b *Backend) take(p *pool) *member {
 func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec, m *member) (*Workspace, error) {
 	name := namePrefix + ws.ID
 	if err := b.checkFree(ctx, op, ws.ID, name); err != nil {
-		b.pools.removals.Go(func() { b.removeMember(m) })
+		b.pools.set.RemoveLater(m)
 		return nil, err
 	}
 	created := time.Now().UTC()
-	labels := map[string]string{
-		LabelManaged:   "1",
-		LabelWorkspace: ws.ID,
-		LabelCreatedAt: created.Format(time.RFC3339Nano),
-		LabelRoot:      m.w.Root(),
-		LabelBroker:    b.cfg.Identity,
-		LabelClaim:     m.name,
-	}
-	if ws.Owner != "" {
-		labels[LabelOwner] = ws.Owner
-	}
+	labels := b.labels(ws, m.w.Root(), created, LabelWorkspace, ws.ID, LabelClaim, m.name)
 	if _, err := b.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
-		b.pools.removals.Go(func() { b.removeMember(m) })
+		b.pools.set.RemoveLater(m)
 		return nil, engineErr(op, ws.ID, err)
 	}
 	if err := b.api.ContainerRename(ctx, m.w.box.cid, name); err != nil {
@@ -283,27 +259,5 @@ func (b *Backend) rediscoverMembers(ctx context.Context, p *pool) {
 	}
 }
 
-// closePools stops the fillers and removes every ready member: they
-// count against nothing and would run unused until the next start.
-func (b *Backend) closePools() {
-	if b.pools.cancel == nil {
-		return
-	}
-	b.pools.cancel()
-	b.pools.fillers.Wait()
-	for _, p := range b.pools.list {
-		for m := b.take(p); m != nil; m = b.take(p) {
-			b.pools.removals.Go(func() { b.removeMember(m) })
-		}
-	}
-	b.pools.removals.Wait()
-}
-
 // Pools says how full each pool is (opsapi.PoolReporter).
-func (b *Backend) Pools() []opsapi.PoolStatus {
-	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
-	for _, p := range b.pools.list {
-		out = append(out, p.members.Status(p.cfg.Name))
-	}
-	return out
-}
+func (b *Backend) Pools() []opsapi.PoolStatus { return b.pools.set.Status() }

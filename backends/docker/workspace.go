@@ -38,7 +38,8 @@ type Workspace struct {
 type box struct {
 	b        *Backend
 	w        *remote.Workspace
-	id, cid  string // the workspace's and its container's
+	ws       *Workspace // the backend's, w within it
+	id, cid  string     // the workspace's and its container's
 	root     string
 	agentDir string // its run directory on the host, "" for no agent
 	disk     int64  // the size of the volume's own filesystem, 0 for none
@@ -71,7 +72,8 @@ func (b *Backend) newWorkspace(id, cid, root, agentDir string, created time.Time
 		}
 	}
 	x.w = remote.New(cfg, x)
-	return &Workspace{Workspace: x.w, box: x, created: created}
+	x.ws = &Workspace{Workspace: x.w, box: x, created: created}
+	return x.ws
 }
 
 // CreatedAt is when the workspace was created, kept in the container's
@@ -128,7 +130,7 @@ func (x *box) Destroy(ctx context.Context) error {
 	if err := x.b.removeDisk(ctx, x.id); err != nil {
 		return opsapi.E("docker.Destroy", x.id, nil, err)
 	}
-	x.b.forget(x)
+	x.b.workspaces.Forget(x.ws)
 	if x.agentDir != "" {
 		_ = os.RemoveAll(x.agentDir)
 	}
