@@ -131,6 +131,12 @@ def test_processes(ws: wsbroker.Workspace) -> None:
     assert logs.data == b"line1\nline2\nline3\n" and not logs.running and logs.result
     assert ws.processes.logs(p.id, cursor=6).data == b"line2\nline3\n"
     assert b"".join(ws.processes.follow(p.id)) == logs.data
+    live = ws.processes.start("echo a; sleep 0.5; echo b")
+    got = []
+    for chunk in ws.processes.follow(live.id):
+        got.append(chunk)
+    assert b"".join(got) == b"a\nb\n" and len(got) == 2  # as written, not at the end
+    assert b"".join(ws.processes.follow(live.id, cursor=2)) == b"b\n"
     assert ws.processes.get(p.id).state == "exited"
     cat = ws.processes.start("cat", stdin=True)
     assert ws.processes.send_stdin(cat.id, b"hello ") == 6

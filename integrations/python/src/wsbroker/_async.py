@@ -662,16 +662,32 @@ class AsyncProcesses:
         return c.parse_logs(lines, cursor)
 
     async def follow(self, proc: str, cursor: int = 0) -> AsyncIterator[bytes]:
-        """The output as it is written, from cursor, until the process ends;
-        a dropped connection resumes from the last byte received."""
-        while True:
-            logs = await self.logs(proc, cursor)
-            if logs.data:
-                yield logs.data
-            cursor = logs.cursor
-            if not logs.running:
-                return
-            await io.sleep(0.05)
+        """The output as it is written, from cursor, until the process ends
+        (the broker's follow stream); a dropped connection is resumed from
+        the byte after the last one received, so nothing comes twice."""
+        b = self._ws.broker
+        for _ in range(100):  # resumes; each one has made progress or ended
+            resp = await b._send("GET", self._p(proc, "/logs"), stream=True, timeout=None,
+                                 params={"offset": str(cursor), "follow": "true"})
+            buf = b""
+            try:
+                async for chunk in resp.aiter_raw():
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        if not line.strip():
+                            continue
+                        logs = c.parse_logs([json.loads(line)], cursor)
+                        cursor = logs.cursor
+                        if logs.data:
+                            yield logs.data
+                        if logs.result is not None or logs.error or logs.running:
+                            return
+            except httpx.TransportError:
+                continue  # resume from cursor
+            finally:
+                await resp.aclose()
+        raise c.incomplete("logs")
 
     async def send_stdin(self, proc: str, data: Any, *, close: bool = False) -> int:
         """Writes data (bytes, str, file, iterable) to the process's stdin;
