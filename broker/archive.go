@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/wsbroker/wsbroker/broker/httpguard"
 	"github.com/wsbroker/wsbroker/tarball"
 	"github.com/wsbroker/wsbroker/wire"
 )
@@ -53,8 +54,8 @@ func (res opsResource) putArchive(w http.ResponseWriter, r *http.Request) {
 	if body.overflow != nil {
 		err = fmt.Errorf("archive for %s is larger than %d bytes: %w", p, s.archiveBodyLimit(), body.overflow)
 	}
-	if pb := pacerFrom(r.Context()); pb != nil && pb.slow() != nil {
-		err = fmt.Errorf("%w: archive for %s: %w", ErrBadRequest, p, pb.slow())
+	if pb := httpguard.PacerFrom(r.Context()); pb != nil && pb.Slow() != nil {
+		err = fmt.Errorf("%w: archive for %s: %w", ErrBadRequest, p, pb.Slow())
 	}
 	if err != nil {
 		s.logger.Info("extraction ended early", "request_id", middleware.GetReqID(r.Context()), "workspace", wk.ID(),

@@ -62,6 +62,11 @@
 // space reserve.
 // docs/tenancy.md and docs/policy.md describe the behaviour.
 //
+// The generic hardening every route stands behind (JSON checks, the
+// body budget, body pacing, connection caps, per-peer rates, the Host
+// check) is package broker/httpguard; this package configures it and
+// maps its errors to statuses.
+//
 // # Example
 //
 //	srv, err := broker.New(broker.Config{Tokens: []string{token}},

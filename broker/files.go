@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/wsbroker/wsbroker/broker/httpguard"
 )
 
 func (res opsResource) getFile(w http.ResponseWriter, r *http.Request) {
@@ -92,8 +94,8 @@ func (res opsResource) putFile(w http.ResponseWriter, r *http.Request) {
 	if body.overflow != nil {
 		err = fmt.Errorf("upload of %s is larger than %d bytes: %w", p, s.cfg.MaxUploadBytes, body.overflow)
 	}
-	if pb := pacerFrom(r.Context()); pb != nil && pb.slow() != nil {
-		err = fmt.Errorf("%w: upload of %s: %w", ErrBadRequest, p, pb.slow())
+	if pb := httpguard.PacerFrom(r.Context()); pb != nil && pb.Slow() != nil {
+		err = fmt.Errorf("%w: upload of %s: %w", ErrBadRequest, p, pb.Slow())
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -138,7 +138,7 @@ func queryHasKey(raw string, names ...string) bool {
 // it is only counted in a summary record (unauthTrail).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
 	now, ra := time.Now(), reqAuditFrom(r.Context())
-	if ok, wait := s.unauth.allow(peerIP(r), now); !ok {
+	if ok, wait := s.unauth.Allow(peerIP(r), now); !ok {
 		ra.skip()
 		s.unauthLog.count(now, countedTooMany)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/broker/httpguard"
 	"github.com/wsbroker/wsbroker/wire"
 	"github.com/wsbroker/wsbroker/workspaces"
 	"github.com/wsbroker/wsbroker/workspaces/bgproc"
@@ -193,8 +194,8 @@ func (res workspacesResource) writeStdin(w http.ResponseWriter, r *http.Request)
 	if body.overflow != nil {
 		err = fmt.Errorf("stdin write larger than %d bytes: %w", s.cfg.MaxUploadBytes, body.overflow)
 	}
-	if pb := pacerFrom(r.Context()); pb != nil && pb.slow() != nil {
-		err = fmt.Errorf("%w: stdin write: %w", ErrBadRequest, pb.slow())
+	if pb := httpguard.PacerFrom(r.Context()); pb != nil && pb.Slow() != nil {
+		err = fmt.Errorf("%w: stdin write: %w", ErrBadRequest, pb.Slow())
 	}
 	if err != nil {
 		s.fail(w, r, err)

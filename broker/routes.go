@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/wsbroker/wsbroker/broker/httpguard"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/wire"
 )
@@ -34,7 +35,7 @@ func (s *Server) routes() http.Handler {
 
 	// No middleware.RealIP: X-Forwarded-For and friends are spoofable, so
 	// logs show the peer address the connection really came from.
-	r.Use(s.checkHost, middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer, s.answer405, s.paceBodies)
+	r.Use(s.checkHost, middleware.RequestID, s.logRequests, s.metrics.instrument, s.recoverer, s.answer405, httpguard.Pace(s.cfg.BodyIdleTimeout, s.cfg.MinBodyRate))
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wsbroker/wsbroker/audit"
+	"github.com/wsbroker/wsbroker/broker/httpguard"
 	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/tenant"
@@ -30,11 +31,11 @@ type Server struct {
 	handler http.Handler
 	// unauth limits the requests that fail authentication, per peer;
 	// unauthLog bounds what they write to the audit, over all peers.
-	unauth    *peerLimiter
+	unauth    *httpguard.PeerLimiter
 	unauthLog *unauthTrail
-	bodies    *bodyBudget                 // bytes of request bodies held at once
-	hosts     hostSet                     // the Host names the broker answers for
-	conns     atomic.Pointer[connLimiter] // Serve's listener, for OpenConns
+	bodies    *httpguard.BodyBudget                 // bytes of request bodies held at once
+	hosts     httpguard.HostSet                     // the Host names the broker answers for
+	conns     atomic.Pointer[httpguard.ConnLimiter] // Serve's listener, for OpenConns
 }
 
 func workspaceInfo(i workspaces.Info) wire.WorkspaceInfo {
@@ -86,8 +87,8 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		}
 	}
 	s := &Server{cfg: cfg, logger: logger, audit: cfg.Audit, metrics: newMetrics(backends),
-		unauth: newPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers),
-		bodies: &bodyBudget{limit: cfg.MaxBodyBytesInFlight}, hosts: newHostSet(cfg.AllowedHosts, cfg.Addr)}
+		unauth: httpguard.NewPeerLimiter(cfg.UnauthPerSecond, cfg.UnauthBurst, cfg.UnauthPeers),
+		bodies: httpguard.NewBodyBudget(cfg.MaxBodyBytesInFlight), hosts: httpguard.NewHostSet(cfg.AllowedHosts, cfg.Addr)}
 	svc, err := workspaces.New(workspaces.Config{
 		Backends:       backends,
 		DefaultBackend: cfg.DefaultBackend,
@@ -128,13 +129,13 @@ func (s *Server) Service() *workspaces.Service { return s.svc }
 
 // BodyBytesInFlight reports the bytes of request bodies the broker holds
 // now, against Config.MaxBodyBytesInFlight.
-func (s *Server) BodyBytesInFlight() int64 { return s.bodies.inUse() }
+func (s *Server) BodyBytesInFlight() int64 { return s.bodies.InUse() }
 
 // OpenConns reports the connections Serve holds open now, against
 // Config.MaxConns.
 func (s *Server) OpenConns() int {
 	if l := s.conns.Load(); l != nil {
-		return l.open()
+		return l.Open()
 	}
 	return 0
 }
@@ -173,7 +174,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // destroyed: workspaces outlive the process.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
-	limited := limitConns(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerPeer)
+	limited := httpguard.LimitConns(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerPeer)
 	s.conns.Store(limited)
 	ln = limited
 	if s.cfg.TLS != nil {
