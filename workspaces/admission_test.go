@@ -300,3 +300,52 @@ func TestDiskQuota(t *testing.T) {
 		t.Fatalf("a create over the disk quota: %v", err)
 	}
 }
+
+// TestTenantCallLimits: a tenant's request rate refuses the call past its
+// burst with the wait (and a batch's extra calls are charged against the
+// same budget); its concurrent calls bound a batch's extra slots to those
+// free; another tenant is held to neither.
+func TestTenantCallLimits(t *testing.T) {
+	svc := fakeService(t, tenant.Config{Quotas: tenant.Quotas{RequestsPerSecond: 0.01, Burst: 2, ConcurrentCalls: 3}}, nil,
+		map[string]opsapi.Backend{"fake": &fakeBackend{name: "fake"}})
+	alice, bob := svc.Tenants().Lookup("alice"), svc.Tenants().Lookup("bob")
+	leave, err := svc.Enter(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.ChargeCall(alice); err != nil {
+		t.Fatalf("a batch's second call within the burst: %v", err)
+	}
+	var le *workspaces.LimitError
+	if err := svc.ChargeCall(alice); !errors.As(err, &le) || le.Rule != "rate" || le.RetryAfter < time.Minute {
+		t.Fatalf("a call past the burst: %v", err)
+	}
+	if _, err := svc.Enter(alice); !errors.As(err, &le) || le.Rule != "rate" {
+		t.Fatalf("a request past the burst: %v", err)
+	}
+	// One call in flight of 3: a batch of 4 more gets 2 extra slots.
+	extra, leaveBatch := svc.EnterBatch(alice, 4)
+	if extra != 2 {
+		t.Fatalf("EnterBatch: %d extra slots with 1 of 3 in flight, want 2", extra)
+	}
+	if more, _ := svc.EnterBatch(alice, 4); more != 0 {
+		t.Fatalf("EnterBatch with every slot taken: %d", more)
+	}
+	leaveBatch()
+	leave()
+	if more, done := svc.EnterBatch(alice, 4); more != 3 {
+		t.Fatalf("EnterBatch with the slots given back: %d, want 3", more)
+	} else {
+		done()
+	}
+	for range 5 {
+		l, err := svc.Enter(bob)
+		if err != nil {
+			t.Fatalf("bob is held to alice's limits: %v", err)
+		}
+		l()
+	}
+	if more, _ := svc.EnterBatch(bob, 10); more != 10 {
+		t.Fatalf("bob, without a concurrency limit, gets %d of 10 slots", more)
+	}
+}
