@@ -218,6 +218,16 @@ func (w *Workspace) DestroyWith(ctx context.Context, reason string) error {
 	return nil
 }
 
+// Discard removes the box with a context of its own (the caller's may be
+// what failed: a create cut short), logging a removal that failed.
+func (w *Workspace) Discard(reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.DestroyWith(ctx, reason); err != nil {
+		w.logger.Warn("the workspace could not be removed", "reason", reason, "err", err)
+	}
+}
+
 // Transport says whether the workspace's calls go through its agent
 // (opsapi.TransportReporter).
 func (w *Workspace) Transport() opsapi.Transport {

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -11,6 +12,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/internal/bytesize"
 	"github.com/wsbroker/wsbroker/internal/execconf"
+	"github.com/wsbroker/wsbroker/remote"
 )
 
 // ByteSize is a size in bytes that YAML and JSON may give as "2GiB".
@@ -105,32 +107,11 @@ func NewConfig() Config {
 // withDefaults fills c's zero fields from NewConfig.
 func (c Config) withDefaults() Config {
 	d := NewConfig()
-	str := func(v *string, def string) {
-		if *v == "" {
-			*v = def
-		}
-	}
-	str(&c.Namespace, d.Namespace)
-	str(&c.DefaultImage, d.DefaultImage)
-	str(&c.ImagePullPolicy, d.ImagePullPolicy)
-	str(&c.User, d.User)
-	str(&c.Network, d.Network)
-	str(&c.WorkspaceDir, d.WorkspaceDir)
-	if c.Memory == 0 {
-		c.Memory = d.Memory
-	}
-	if c.CPUs == 0 {
-		c.CPUs = d.CPUs
-	}
-	if c.Disk == 0 {
-		c.Disk = d.Disk
-	}
-	if c.TmpfsSize == 0 {
-		c.TmpfsSize = d.TmpfsSize
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = d.StartTimeout
-	}
+	c.Namespace, c.DefaultImage = cmp.Or(c.Namespace, d.Namespace), cmp.Or(c.DefaultImage, d.DefaultImage)
+	c.ImagePullPolicy, c.User = cmp.Or(c.ImagePullPolicy, d.ImagePullPolicy), cmp.Or(c.User, d.User)
+	c.Network, c.WorkspaceDir = cmp.Or(c.Network, d.Network), cmp.Or(c.WorkspaceDir, d.WorkspaceDir)
+	c.Memory, c.CPUs, c.Disk = cmp.Or(c.Memory, d.Memory), cmp.Or(c.CPUs, d.CPUs), cmp.Or(c.Disk, d.Disk)
+	c.TmpfsSize, c.StartTimeout = cmp.Or(c.TmpfsSize, d.TmpfsSize), cmp.Or(c.StartTimeout, d.StartTimeout)
 	c.Exec = c.Exec.WithDefaults()
 	return c
 }
@@ -154,11 +135,7 @@ func (c Config) Validate() error {
 	if c.DefaultImage == "" {
 		add("defaultImage is required")
 	}
-	for _, p := range c.AllowedImages {
-		if _, err := path.Match(p, ""); err != nil || p == "" {
-			add("allowedImages: bad pattern %q", p)
-		}
-	}
+	errs = append(errs, remote.ImagePatternProblems(c.AllowedImages)...)
 	switch c.ImagePullPolicy {
 	case "IfNotPresent", "Never", "Always":
 	default:

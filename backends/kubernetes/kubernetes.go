@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path"
 	"regexp"
 	"sync"
@@ -28,7 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wsbroker/wsbroker/opsapi"
-	"github.com/wsbroker/wsbroker/remote/agentbin"
+	"github.com/wsbroker/wsbroker/remote"
 )
 
 // Labels and annotations on every pod the backend makes. Labels select
@@ -59,30 +57,17 @@ const (
 // namePrefix starts every pod's name.
 const namePrefix = "wsbroker-"
 
-// agentName is the agent's binary, looked for beside the broker and on
-// PATH.
-const agentName = "wsb-agent"
-
 // Backend creates workspaces as pods of one namespace.
 type Backend struct {
 	cfg    Config
 	rest   *rest.Config
 	cs     kubernetes.Interface
 	logger *slog.Logger
-	agent  agentBinary
+	agent  remote.AgentBinary
 
-	mu         sync.Mutex
-	workspaces map[string]*Workspace
-	closed     bool
+	workspaces remote.Table[*Workspace]
 
 	pools pools
-}
-
-// agentBinary is the local agent copied into pods, and its content hash,
-// which names it there.
-type agentBinary struct {
-	path string
-	hash string
 }
 
 // New checks cfg (zero fields take NewConfig's defaults), connects to the
@@ -118,17 +103,10 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
 	}
-	b := &Backend{cfg: cfg, rest: rc, cs: cs, logger: logger, workspaces: map[string]*Workspace{}}
-	bin, err := agentbin.Find(cfg.AgentBinary, agentName)
-	if err != nil {
+	b := &Backend{cfg: cfg, rest: rc, cs: cs, logger: logger}
+	if b.agent, err = remote.FindAgent(cfg.AgentBinary); err != nil {
 		return nil, opsapi.E(op, cfg.AgentBinary, opsapi.ErrInvalid, fmt.Errorf("the in-box agent is required: %w", err))
 	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, opsapi.E(op, bin, opsapi.ErrInvalid, err)
-	}
-	sum := sha256.Sum256(data)
-	b.agent = agentBinary{path: bin, hash: hex.EncodeToString(sum[:12])}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -146,7 +124,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err := b.setupPools(); err != nil {
 		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
 	}
-	logger.Info("kubernetes cluster", "server", rc.Host, "version", ver.GitVersion, "namespace", cfg.Namespace, "agent", bin,
+	logger.Info("kubernetes cluster", "server", rc.Host, "version", ver.GitVersion, "namespace", cfg.Namespace, "agent", b.agent.Path,
 		"pools", len(b.pools.list))
 	return b, nil
 }
@@ -228,12 +206,8 @@ type spec struct {
 // resolve decodes a create request's options strictly and checks them.
 func (b *Backend) resolve(options json.RawMessage) (spec, error) {
 	var o createOptions
-	if raw := bytes.TrimSpace(options); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
-			return spec{}, fmt.Errorf("options: %w", err)
-		}
+	if err := remote.DecodeOptions(options, &o); err != nil {
+		return spec{}, err
 	}
 	return b.check(o)
 }
@@ -245,7 +219,7 @@ func (b *Backend) check(o createOptions) (spec, error) {
 	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
 	var errs []error
 	if o.Image != "" {
-		if !b.imageAllowed(o.Image) {
+		if !remote.ImageAllowed(o.Image, c.DefaultImage, c.AllowedImages) {
 			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
 		}
 		s.image = o.Image
@@ -273,18 +247,6 @@ func (b *Backend) check(o createOptions) (spec, error) {
 	return s, errors.Join(errs...)
 }
 
-func (b *Backend) imageAllowed(image string) bool {
-	if image == b.cfg.DefaultImage {
-		return true
-	}
-	for _, p := range b.cfg.AllowedImages {
-		if ok, _ := path.Match(p, image); ok || p == "*" {
-			return true
-		}
-	}
-	return false
-}
-
 // Create makes the workspace's pod, waits until it runs, and starts its
 // agent. Bad options are ErrInvalid, an existing id ErrExist, a cluster
 // that does not answer ErrUnavailable. A pod that cannot start (an image
@@ -305,7 +267,7 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
 	if p := b.poolFor(s); p != nil {
-		if m := b.take(p); m != nil {
+		if m, ok := b.pools.set.Take(p.members); ok {
 			w, err := b.claim(ctx, op, ws, p, m)
 			switch {
 			case err == nil:
@@ -339,27 +301,25 @@ func (b *Backend) Create(ctx context.Context, ws opsapi.WorkspaceSpec) (opsapi.W
 		return nil, apiErr(op, ws.ID, err)
 	}
 	w := b.adopt(ws.ID, pod.Name, ws.Owner, b.cfg.WorkspaceDir, created, s.memory, storeContainerName)
-	if err := b.waitRunning(ctx, pod.Name); err != nil {
-		b.removeFailed(w)
+	if err := b.start(ctx, w, "its create failed"); err != nil {
 		return nil, opsapi.E(op, ws.ID, nil, err)
 	}
-	if _, err := w.agentClient(ctx); err != nil {
-		b.removeFailed(w)
-		return nil, opsapi.E(op, ws.ID, nil, err)
-	}
-	w.logger.Info("workspace created", "pod", pod.Name, "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
+	w.Logger().Info("workspace created", "image", s.image, "memory", ByteSize(s.memory), "cpus", s.cpus,
 		"disk", ByteSize(s.disk))
 	return w, nil
 }
 
-// removeFailed removes what a failed create left, even when ctx is what
-// failed.
-func (b *Backend) removeFailed(w *Workspace) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.destroy(ctx, "its create failed"); err != nil {
-		b.logger.Warn("cleanup after a failed create", "workspace", w.id, "err", err)
+// start waits until w's pod runs and starts its agent. A workspace that
+// does not get there is removed, for reason.
+func (b *Backend) start(ctx context.Context, w *Workspace, reason string) error {
+	err := b.waitRunning(ctx, w.pod)
+	if err == nil {
+		_, err = w.Agent(ctx)
 	}
+	if err != nil {
+		w.Discard(reason)
+	}
+	return err
 }
 
 // deletePod deletes pod name with no grace period, so every process in
@@ -445,10 +405,6 @@ func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 		runtimeClass = &c.RuntimeClassName
 	}
 	grace := int64(0)
-	limits := corev1.ResourceList{
-		corev1.ResourceMemory: *resource.NewQuantity(s.memory, resource.BinarySI),
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(s.cpus*1000), resource.DecimalSI),
-	}
 	sized := func(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.BinarySI) }
 	return &corev1.Pod{
 		ObjectMeta: meta,
@@ -477,25 +433,17 @@ func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 				ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
 				// The main process only has to live; the agent is
 				// started beside it over exec.
-				Command:    []string{"sleep", "infinity"},
-				WorkingDir: c.WorkspaceDir,
-				Env:        []corev1.EnvVar{{Name: "LANG", Value: "C.UTF-8"}, {Name: "TERM", Value: "dumb"}},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					Privileged:               &no,
-					ReadOnlyRootFilesystem:   &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				Command:         []string{"sleep", "infinity"},
+				WorkingDir:      c.WorkspaceDir,
+				Env:             []corev1.EnvVar{{Name: "LANG", Value: "C.UTF-8"}, {Name: "TERM", Value: "dumb"}},
+				SecurityContext: hardened(nil, nil),
 				// Requests default to the limits when only limits are
 				// given: each idle workspace would then hold a whole
 				// CPU and its full memory on the node, and the third
 				// pod on a 2-core node would never be scheduled. A
 				// workspace mostly waits for its agent: request little,
 				// limit as configured.
-				Resources: corev1.ResourceRequirements{Limits: limits, Requests: corev1.ResourceList{
-					corev1.ResourceCPU:    *resource.NewMilliQuantity(min(int64(s.cpus*1000), requestCPUMilli), resource.DecimalSI),
-					corev1.ResourceMemory: *resource.NewQuantity(min(s.memory, requestMemory), resource.BinarySI),
-				}},
+				Resources: resources(int64(s.cpus*1000), s.memory, min(int64(s.cpus*1000), requestCPUMilli), min(s.memory, requestMemory)),
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: c.WorkspaceDir},
 					{Name: "tmp", MountPath: "/tmp"},
@@ -518,59 +466,41 @@ func (b *Backend) podSpec(meta metav1.ObjectMeta, s spec) *corev1.Pod {
 func (b *Backend) storeContainer(image string, gid int64) corev1.Container {
 	uid, _, _ := numericUser(b.cfg.User)
 	store := storeUID(uid)
-	no, yes := false, true
 	return corev1.Container{
 		Name:            storeContainerName,
 		Image:           image,
 		ImagePullPolicy: corev1.PullPolicy(b.cfg.ImagePullPolicy),
 		Command:         []string{"sleep", "infinity"},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                &store,
-			RunAsGroup:               &gid,
-			AllowPrivilegeEscalation: &no,
-			Privileged:               &no,
-			ReadOnlyRootFilesystem:   &yes,
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-		Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(storeMemory, resource.BinarySI),
-				corev1.ResourceCPU: *resource.NewMilliQuantity(storeCPUMilli, resource.DecimalSI)},
-			Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(storeMemory/4, resource.BinarySI),
-				corev1.ResourceCPU: *resource.NewMilliQuantity(storeCPUMilli/10, resource.DecimalSI)},
-		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+		SecurityContext: hardened(&store, &gid),
+		Resources:       resources(storeCPUMilli, storeMemory, storeCPUMilli/10, storeMemory/4),
+		VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
 	}
+}
+
+// hardened is a container's security context: no privilege, no
+// capability, a read-only root filesystem; uid and gid when given.
+func hardened(uid, gid *int64) *corev1.SecurityContext {
+	no, yes := false, true
+	return &corev1.SecurityContext{RunAsUser: uid, RunAsGroup: gid, AllowPrivilegeEscalation: &no, Privileged: &no,
+		ReadOnlyRootFilesystem: &yes, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+}
+
+// resources are a container's limits and requests, in millicores and
+// bytes.
+func resources(cpuMilli, memory, requestCPUMilli, requestMemory int64) corev1.ResourceRequirements {
+	list := func(cpu, mem int64) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI)}
+	}
+	return corev1.ResourceRequirements{Limits: list(cpuMilli, memory), Requests: list(requestCPUMilli, requestMemory)}
 }
 
 // adopt returns the backend's Workspace for id, making it when new.
 func (b *Backend) adopt(id, pod, owner, root string, created time.Time, memory int64, store string) *Workspace {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w, ok := b.workspaces[id]; ok && !w.destroyed.Load() {
-		return w
-	}
-	w := newWorkspace(b, id, pod, owner, root, created)
-	w.memory, w.store = memory, store
-	b.workspaces[id] = w
-	return w
+	return b.workspaces.Adopt(id, nil, func() *Workspace { return newWorkspace(b, id, pod, owner, root, created, memory, store) })
 }
 
-func (b *Backend) forget(w *Workspace) {
-	b.mu.Lock()
-	if b.workspaces[w.id] == w {
-		delete(b.workspaces, w.id)
-	}
-	b.mu.Unlock()
-}
-
-func (b *Backend) usable() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return opsapi.E("kubernetes", "", opsapi.ErrUnavailable, errors.New("backend closed"))
-	}
-	return nil
-}
+func (b *Backend) usable() error { return b.workspaces.Usable("kubernetes") }
 
 // List finds this broker's workspace pods (its identity label) after a
 // restart, from their annotations. Pods being deleted are left out.
@@ -595,7 +525,7 @@ func (b *Backend) List(ctx context.Context) (map[string]opsapi.Workspace, error)
 	out := map[string]opsapi.Workspace{}
 	for i := range pods.Items {
 		if w, ok := b.adoptPod(&pods.Items[i], claims); ok {
-			out[w.id] = w
+			out[w.ID()] = w
 		}
 	}
 	return out, nil
@@ -632,7 +562,7 @@ func (b *Backend) Find(ctx context.Context, id string) (opsapi.Workspace, error)
 		return nil, apiErr(op, id, err)
 	}
 	w, ok := b.adoptPod(p, claims)
-	if !ok || w.id != id {
+	if !ok || w.ID() != id {
 		return nil, opsapi.E(op, id, opsapi.ErrNotExist, errors.New("no workspace pod of this broker has this id"))
 	}
 	return w, nil
@@ -660,7 +590,7 @@ func (b *Backend) adoptPod(p *corev1.Pod, claims map[string]string) (*Workspace,
 		created = p.CreationTimestamp.UTC()
 	}
 	root := p.Annotations[AnnotationRoot]
-	if !path.IsAbs(root) || path.Clean(root) != root || underProc(root) {
+	if !path.IsAbs(root) || path.Clean(root) != root || opsapi.Within("/proc", root) {
 		root = b.cfg.WorkspaceDir
 	}
 	var memory int64
@@ -687,18 +617,14 @@ func (b *Backend) Ping(ctx context.Context) error {
 // Close ends every agent connection and removes the warm pools' ready
 // members. Workspaces (pods) stay.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	ws, ok := b.workspaces.Close()
+	if !ok {
 		return nil
 	}
-	b.closed = true
-	ws := b.workspaces
-	b.mu.Unlock()
 	b.closePools()
 	var wg sync.WaitGroup
 	for _, w := range ws {
-		wg.Go(w.closeAgent)
+		wg.Go(w.CloseAgent)
 	}
 	wg.Wait()
 	return nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,25 +19,15 @@ import (
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
-// The warm pool keeps pods made ahead, each running with its agent
-// connected, so that a create takes one instead of waiting for a pod.
-//
-// A member is held by the one replica that started its agent (the agent
-// lives as long as that replica's exec stream), named by LabelHolder.
-// Each replica with pools keeps a Lease saying it is alive, and removes
-// the unclaimed members of replicas whose lease stopped changing: a
-// replica that dies leaves no pods running for long.
-//
-// A pod cannot be renamed, and a workspace's pod is found by a name made
-// from its id. So a claim is an object of that name too: a ConfigMap
-// named podName(id), owned by the member pod (deleting the pod deletes
-// it), naming the member. The API server makes its create atomic: two
-// claims of one id cannot both succeed. A cold create makes its pod and
-// then looks for a claim; a claim is made and then looks for a pod: of
-// two creates of one id racing, at least one sees the other and backs
-// out. The member's labels and annotations are then patched to say
-// whose it is, and List and Find accept a pod of another name only when
-// its claim names it.
+// Labels of the warm pools, which keep pods made ahead, each running with
+// its agent connected (docs/backends.md, "Warm pools"). An unclaimed
+// member is held by the replica whose exec stream its agent lives on
+// (LabelHolder); each replica keeps a Lease while it lives, and sweeps the
+// members of replicas whose lease stopped changing. A pod cannot be
+// renamed, so a claim is a ConfigMap named as the workspace's pod would be
+// (podName), owned by the member and naming it: the API server's atomic
+// create lets one claim of an id succeed, and a cold create and a claim
+// each look for the other after making their own.
 const (
 	LabelPool        = "wsbroker.pool"        // a member's pool
 	LabelHolder      = "wsbroker.pool-holder" // the replica holding an unclaimed member
@@ -104,9 +93,7 @@ type member struct {
 type pools struct {
 	list     []*pool
 	instance string // this replica, on its lease and its members
-	cancel   context.CancelFunc
-	workers  sync.WaitGroup
-	removals sync.WaitGroup // members removed in the background
+	set      warmpool.Set[*member]
 }
 
 // setupPools checks each configured pool's options as a create request's
@@ -115,6 +102,8 @@ func (b *Backend) setupPools() error {
 	if len(b.cfg.Pools) == 0 {
 		return nil
 	}
+	b.pools.set = warmpool.Set[*member]{Alive: func(m *member) bool { return m.w.AgentLive() }, Remove: b.removeMember,
+		Name: func(m *member) string { return m.w.pod }, Logger: b.logger}
 	var errs []error
 	for _, pc := range b.cfg.Pools {
 		o := createOptions{Image: pc.Image}
@@ -126,20 +115,15 @@ func (b *Backend) setupPools() error {
 			errs = append(errs, fmt.Errorf("pool %s: %w", pc.Name, err))
 			continue
 		}
-		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, members: warmpool.New[*member](pc.Size)})
+		b.pools.list = append(b.pools.list, &pool{cfg: pc, spec: s, members: b.pools.set.Add(pc.Name, pc.Size)})
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	b.pools.instance = randomHex(8)
-	ctx, cancel := context.WithCancel(context.Background())
-	b.pools.cancel = cancel
-	b.pools.workers.Go(func() { b.keepLease(ctx) })
+	b.pools.set.Go(b.keepLease)
 	for _, p := range b.pools.list {
-		b.pools.workers.Go(func() {
-			p.members.Fill(ctx, func(ctx context.Context) (*member, error) { return b.makeMember(ctx, p) },
-				b.removeMember, poolRetry, b.logger.With("pool", p.cfg.Name))
-		})
+		b.pools.set.Fill(p.members, func(ctx context.Context) (*member, error) { return b.makeMember(ctx, p) }, poolRetry)
 	}
 	return nil
 }
@@ -175,38 +159,12 @@ func (b *Backend) makeMember(ctx context.Context, p *pool) (*member, error) {
 	if err != nil {
 		return nil, apiErr("kubernetes.pool", name, err)
 	}
-	m := &member{w: newWorkspace(b, name, name, "", b.cfg.WorkspaceDir, time.Now()), uid: made.UID}
-	m.w.memory, m.w.member = p.spec.memory, true
-	if err := b.waitRunning(ctx, name); err != nil {
-		b.removeMember(m)
+	m := &member{w: newWorkspace(b, name, name, "", b.cfg.WorkspaceDir, time.Now(), p.spec.memory, storeContainerName), uid: made.UID}
+	m.w.member = true
+	if err := b.start(ctx, m.w, "removed from the pool"); err != nil {
 		return nil, err
 	}
-	c, err := m.w.startAgent(ctx)
-	if err != nil {
-		b.removeMember(m)
-		return nil, fmt.Errorf("starting the member's agent: %w", err)
-	}
-	m.w.agentLive.Store(c)
 	return m, nil
-}
-
-// take is a ready member of p whose agent is still connected, or nil
-// when none is ready. Broken members are removed on the way.
-func (b *Backend) take(p *pool) *member {
-	alive := func(m *member) bool { c := m.w.agentLive.Load(); return c != nil && !c.IsClosed() }
-	m, _ := p.members.Take(alive, func(m *member) {
-		b.logger.Warn("a pool member lost its agent; removing it", "pool", p.cfg.Name, "member", m.w.pod)
-		b.pools.removals.Go(func() { b.removeMember(m) })
-	})
-	return m
-}
-
-// giveBack returns an untouched member to p, or removes it when the
-// filler has made p full again meanwhile.
-func (b *Backend) giveBack(p *pool, m *member) {
-	if !p.members.Put(m) {
-		b.pools.removals.Go(func() { b.removeMember(m) })
-	}
 }
 
 // claim makes workspace ws of member m of p: the claim, then the
@@ -224,10 +182,10 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: m.w.pod, UID: m.uid, Controller: &no}}}}
 	if _, err := claims.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			b.giveBack(p, m)
+			b.pools.set.GiveBack(p.members, m)
 			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
 		}
-		b.pools.removals.Go(func() { b.removeMember(m) })
+		b.pools.set.RemoveLater(m)
 		return nil, apiErr(op, ws.ID, err)
 	}
 	unclaim := func() {
@@ -240,7 +198,7 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 	_, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil || !apierrors.IsNotFound(err) {
 		unclaim()
-		b.giveBack(p, m)
+		b.pools.set.GiveBack(p.members, m)
 		if err == nil {
 			return nil, opsapi.E(op, ws.ID, opsapi.ErrExist, errors.New("workspace exists"))
 		}
@@ -256,13 +214,13 @@ func (b *Backend) claim(ctx context.Context, op string, ws opsapi.WorkspaceSpec,
 	}
 	if _, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Patch(ctx, m.w.pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		unclaim()
-		b.pools.removals.Go(func() { b.removeMember(m) })
+		b.pools.set.RemoveLater(m)
 		return nil, apiErr(op, ws.ID, err)
 	}
-	w := b.adopt(ws.ID, m.w.pod, ws.Owner, m.w.root, created, m.w.memory, m.w.store)
-	w.agentConn.Store(m.w.agentConn.Load())
-	w.agentLive.Store(m.w.agentLive.Swap(nil))
-	w.logger.Info("workspace created from the warm pool", "pool", p.cfg.Name, "pod", m.w.pod)
+	w := b.adopt(ws.ID, m.w.pod, ws.Owner, m.w.Root(), created, m.w.memory, m.w.store)
+	w.stream.Store(m.w.stream.Load())
+	w.TakeAgent(m.w.Workspace)
+	w.Logger().Info("workspace created from the warm pool", "pool", p.cfg.Name)
 	return w, nil
 }
 
@@ -297,13 +255,7 @@ func claimOf(cm *corev1.ConfigMap) (string, bool) {
 }
 
 // removeMember removes a member that is not (or no longer) to be used.
-func (b *Backend) removeMember(m *member) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := m.w.destroy(ctx, "removed from the pool"); err != nil {
-		b.logger.Warn("a pool member could not be removed", "member", m.w.pod, "err", err)
-	}
-}
+func (b *Backend) removeMember(m *member) { m.w.Discard("removed from the pool") }
 
 // keepLease keeps this replica's lease fresh and, every sweepEvery,
 // removes the unclaimed members of replicas whose lease is not, until
@@ -434,17 +386,10 @@ func (b *Backend) liveReplicas(ctx context.Context, seen map[string]leaseSeen) m
 // member (they would run unused: no other replica can use their agents)
 // and deletes the lease.
 func (b *Backend) closePools() {
-	if b.pools.cancel == nil {
+	if b.pools.list == nil {
 		return
 	}
-	b.pools.cancel()
-	b.pools.workers.Wait()
-	for _, p := range b.pools.list {
-		for m := b.take(p); m != nil; m = b.take(p) {
-			b.pools.removals.Go(func() { b.removeMember(m) })
-		}
-	}
-	b.pools.removals.Wait()
+	b.pools.set.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := leasePrefix + b.pools.instance
@@ -454,12 +399,6 @@ func (b *Backend) closePools() {
 }
 
 // Pools says how full each pool is (opsapi.PoolReporter).
-func (b *Backend) Pools() []opsapi.PoolStatus {
-	out := make([]opsapi.PoolStatus, 0, len(b.pools.list))
-	for _, p := range b.pools.list {
-		out = append(out, p.members.Status(p.cfg.Name))
-	}
-	return out
-}
+func (b *Backend) Pools() []opsapi.PoolStatus { return b.pools.set.Status() }
 
 var _ opsapi.PoolReporter = (*Backend)(nil)
