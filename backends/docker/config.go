@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -336,24 +337,16 @@ func (c Config) Validate() error {
 	if c.IdleTTL < 0 {
 		add("idleTTL must not be negative, got %v", c.IdleTTL)
 	}
-	switch c.SFTPServer {
-	case SFTPAuto, SFTPImage, SFTPInject:
-	default:
+	if !slices.Contains([]string{SFTPAuto, SFTPImage, SFTPInject}, c.SFTPServer) {
 		add("sftpServer %q must be %q, %q or %q", c.SFTPServer, SFTPAuto, SFTPImage, SFTPInject)
 	}
-	switch c.Agent {
-	case AgentAuto, AgentOff:
-	default:
+	if c.Agent != AgentAuto && c.Agent != AgentOff {
 		add("agent %q must be %q or %q", c.Agent, AgentAuto, AgentOff)
 	}
-	if c.RunDir != "" && !path.IsAbs(c.RunDir) {
-		add("runDir %q is not an absolute path", c.RunDir)
-	}
-	if c.AgentBinary != "" && !path.IsAbs(c.AgentBinary) {
-		add("agentBinary %q is not an absolute path", c.AgentBinary)
-	}
-	if c.SFTPServerBinary != "" && !path.IsAbs(c.SFTPServerBinary) {
-		add("sftpServerBinary %q is not an absolute path", c.SFTPServerBinary)
+	for _, f := range [][2]string{{"runDir", c.RunDir}, {"agentBinary", c.AgentBinary}, {"sftpServerBinary", c.SFTPServerBinary}} {
+		if f[1] != "" && !path.IsAbs(f[1]) {
+			add("%s %q is not an absolute path", f[0], f[1])
+		}
 	}
 	if c.SFTPServerBinary != "" && c.AgentBinary != "" && c.SFTPServerBinary != c.AgentBinary {
 		add("sftpServerBinary %q (the deprecated name of agentBinary) differs from agentBinary %q: set only agentBinary",

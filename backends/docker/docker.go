@@ -677,7 +677,7 @@ func (b *Backend) Close() error {
 	}
 	b.pools.set.Close() // every ready member removed: it would run unused until the next start
 	for _, w := range ws {
-		w.box.channel.Close()
+		w.box.Channel.Close()
 	}
 	return b.api.Close()
 }
@@ -723,24 +723,24 @@ func (b *Backend) remoteexecConfig() remoteexec.Config {
 	}
 }
 
-// Every tool the docker backend serves, plus realpath, Destroy and
-// rediscovery.
+// Every tool the docker backend serves (alphabetically), then realpath,
+// Destroy, rediscovery and what a workspace reports.
 var (
 	_ opsapi.Backend           = (*Backend)(nil)
 	_ opsapi.Rediscoverer      = (*Backend)(nil)
 	_ opsapi.Workspace         = (*Workspace)(nil)
-	_ opsapi.TransportReporter = (*Workspace)(nil)
-	_ opsapi.Operations        = (*Workspace)(nil)
-	_ opsapi.TreeOperations    = (*Workspace)(nil)
+	_ opsapi.BashOperations    = (*Workspace)(nil)
+	_ opsapi.EditOperations    = (*Workspace)(nil)
+	_ opsapi.FindOperations    = (*Workspace)(nil)
+	_ opsapi.GrepOperations    = (*Workspace)(nil)
+	_ opsapi.LsOperations      = (*Workspace)(nil)
 	_ opsapi.ReadOperations    = (*Workspace)(nil)
 	_ opsapi.WriteOperations   = (*Workspace)(nil)
-	_ opsapi.EditOperations    = (*Workspace)(nil)
-	_ opsapi.BashOperations    = (*Workspace)(nil)
-	_ opsapi.GrepOperations    = (*Workspace)(nil)
-	_ opsapi.FindOperations    = (*Workspace)(nil)
-	_ opsapi.LsOperations      = (*Workspace)(nil)
+	_ opsapi.Operations        = (*Workspace)(nil)
+	_ opsapi.TreeOperations    = (*Workspace)(nil)
 	_ opsapi.Resolver          = (*Workspace)(nil)
 	_ opsapi.Destroyer         = (*Workspace)(nil)
+	_ opsapi.TransportReporter = (*Workspace)(nil)
 	_ opsapi.GoneReporter      = (*Workspace)(nil)
 	_ opsapi.OwnerReporter     = (*Workspace)(nil)
 	_ opsapi.CreationTimer     = (*Workspace)(nil)

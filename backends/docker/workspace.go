@@ -12,14 +12,12 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/pkg/sftp"
 
 	"github.com/wsbroker/wsbroker/internal/rgjson"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/remote"
 	"github.com/wsbroker/wsbroker/remote/execsftp"
 	"github.com/wsbroker/wsbroker/remote/remoteexec"
-	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
 // Workspace is one container: a remote.Workspace whose calls go through
@@ -45,10 +43,10 @@ type box struct {
 	disk     int64  // the size of the volume's own filesystem, 0 for none
 	// volumes are the engine volumes to remove with the workspace; nil
 	// is the one named as its container.
-	volumes []string
-	logger  *slog.Logger
-	runner  *remoteexec.Runner
-	channel *execsftp.Channel
+	volumes           []string
+	logger            *slog.Logger
+	runner            *remoteexec.Runner
+	*execsftp.Channel // SFTP and Identity of the Fallback
 }
 
 // newWorkspace is the workspace id in container cid, with its agent's run
@@ -58,7 +56,7 @@ func (b *Backend) newWorkspace(id, cid, root, agentDir string, created time.Time
 	rc := b.remoteexecConfig()
 	rc.Headroom = x.pidsHeadroom
 	x.runner = remoteexec.New(x.start, x.run, rc, x.logger)
-	x.channel = execsftp.New(execsftp.Config{Op: "docker.sftp", Servers: b.sftpServers(), Logger: x.logger, Where: "in the container",
+	x.Channel = execsftp.New(execsftp.Config{Op: "docker.sftp", Servers: b.sftpServers(), Logger: x.logger, Where: "in the container",
 		Hint: "configure agentBinary or use an image with OpenSSH's sftp-server",
 		Start: func(ctx context.Context, argv []string, stderr io.Writer) (execsftp.Process, error) {
 			return x.startExec(ctx, execOpts{argv: argv, stdin: true, stderr: stderr})
@@ -116,7 +114,7 @@ func (x *box) Vanished(ctx context.Context) string {
 // Destroy removes the container (and so every process in it) and its
 // volumes (remote.Transport).
 func (x *box) Destroy(ctx context.Context) error {
-	x.channel.Close()
+	x.Channel.Close()
 	x.w.CloseAgent()
 	err := x.b.api.ContainerRemove(ctx, x.cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	for _, name := range x.volumeNames() {
@@ -159,17 +157,6 @@ func (x *box) memoryLimit(ctx context.Context) int64 {
 	}
 	return info.HostConfig.Memory
 }
-
-// SFTP is the channel's SFTP client (remote.Fallback).
-func (x *box) SFTP(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
-	if err := x.w.GoneErr("docker.sftp", ""); err != nil {
-		return nil, err
-	}
-	return x.channel.Client(ctx, broken)
-}
-
-// Identity is the account the channel's server runs as (remote.Fallback).
-func (x *box) Identity(ctx context.Context) (sftpops.Identity, error) { return x.channel.Identity(ctx) }
 
 // Exec runs a command in an exec of its own under the remoteexec wrapper:
 // its own process group and session, stdout and stderr on one stream, a

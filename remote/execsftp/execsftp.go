@@ -101,9 +101,9 @@ func (s *session) close() {
 	s.p.Close()
 }
 
-// Client is the live session's SFTP client, or a new session's when there
+// SFTP is the live session's SFTP client, or a new session's when there
 // is none, it died, or it is broken (an sftpops.ClientFunc).
-func (c *Channel) Client(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
+func (c *Channel) SFTP(ctx context.Context, broken *sftp.Client) (*sftp.Client, error) {
 	s, err := c.session(ctx, broken)
 	if err != nil {
 		return nil, err

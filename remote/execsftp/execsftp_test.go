@@ -75,7 +75,7 @@ func TestChannel(t *testing.T) {
 		t.Errorf("identity %+v, want uid %d, gid %d first", id, os.Geteuid(), os.Getegid())
 	}
 	dir := t.TempDir()
-	sc, err := c.Client(t.Context(), nil)
+	sc, err := c.SFTP(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,21 +85,21 @@ func TestChannel(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "made")); err != nil {
 		t.Errorf("the directory made over SFTP: %v", err)
 	}
-	if again, err := c.Client(t.Context(), nil); err != nil || again != sc || l.starts != 1 {
+	if again, err := c.SFTP(t.Context(), nil); err != nil || again != sc || l.starts != 1 {
 		t.Errorf("a live channel was not reused: %v, %d starts", err, l.starts)
 	}
 	if err := l.last.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.last.done
-	sc2, err := c.Client(t.Context(), nil)
+	sc2, err := c.SFTP(t.Context(), nil)
 	if err != nil || sc2 == sc || l.starts != 2 {
 		t.Fatalf("after the server died: %v, %d starts", err, l.starts)
 	}
 	if _, err := sc2.Stat(dir); err != nil {
 		t.Errorf("the new channel: %v", err)
 	}
-	if sc3, err := c.Client(t.Context(), sc2); err != nil || sc3 == sc2 || l.starts != 3 {
+	if sc3, err := c.SFTP(t.Context(), sc2); err != nil || sc3 == sc2 || l.starts != 3 {
 		t.Errorf("a channel the caller found broken was not replaced: %v, %d starts", err, l.starts)
 	}
 }
@@ -111,7 +111,7 @@ func TestChannelWithoutServer(t *testing.T) {
 	l := &local{t: t}
 	c := New(Config{Op: "test.sftp", Start: l.start, Servers: []string{"/nonexistent/a", "/nonexistent/b"},
 		Where: "on this host", Hint: "install one"})
-	_, err := c.Client(t.Context(), nil)
+	_, err := c.SFTP(t.Context(), nil)
 	if !errors.Is(err, opsapi.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "no sftp server on this host (looked for /nonexistent/a, /nonexistent/b); install one") {
 		t.Fatalf("no server: %v", err)
