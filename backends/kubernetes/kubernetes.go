@@ -231,18 +231,7 @@ func (b *Backend) check(o createOptions) (spec, error) {
 			}
 			s.memory = int64(l.Memory)
 		}
-		if l.CPUs != 0 {
-			if l.CPUs < 0.01 || l.CPUs > c.CPUs {
-				errs = append(errs, fmt.Errorf("limits.cpus %v must be between 0.01 and %v", l.CPUs, c.CPUs))
-			}
-			s.cpus = l.CPUs
-		}
-		if l.Disk != 0 {
-			if l.Disk < 8<<20 || l.Disk > c.Disk {
-				errs = append(errs, fmt.Errorf("limits.disk %d must be between 8 MiB and %d", l.Disk, c.Disk))
-			}
-			s.disk = int64(l.Disk)
-		}
+		errs = append(errs, remote.Lower("limits.cpus", l.CPUs, 0.01, &s.cpus), remote.Lower("limits.disk", int64(l.Disk), 8<<20, &s.disk))
 	}
 	return s, errors.Join(errs...)
 }
