@@ -80,10 +80,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("backend", "kubernetes")
+	logger = remote.BackendLogger(logger, "kubernetes")
 	// client-go reports through klog, a process-wide logger that writes
 	// its own format to stderr. What it says here is the noise of exec
 	// streams ended on purpose (a closed agent, a deleted pod); every
