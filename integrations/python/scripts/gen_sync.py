@@ -17,6 +17,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "wsbroker"
 WORDS = [
     ("from . import _aio as io", "from . import _sio as io"),
     ("httpx.AsyncClient", "httpx.Client"),
+    ("httpx.AsyncHTTPTransport", "httpx.HTTPTransport"),
+    ("handle_async_request", "handle_request"),
     ("AsyncIterator", "Iterator"),
     ("StopAsyncIteration", "StopIteration"),
     ("__aenter__", "__enter__"),

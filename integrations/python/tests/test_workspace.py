@@ -131,11 +131,13 @@ def test_processes(ws: wsbroker.Workspace) -> None:
     assert logs.data == b"line1\nline2\nline3\n" and not logs.running and logs.result
     assert ws.processes.logs(p.id, cursor=6).data == b"line2\nline3\n"
     assert b"".join(ws.processes.follow(p.id)) == logs.data
-    live = ws.processes.start("echo a; sleep 0.5; echo b")
-    got = []
+    live = ws.processes.start("echo a; sleep 2; echo b")
+    got, states = [], []
     for chunk in ws.processes.follow(live.id):
         got.append(chunk)
-    assert b"".join(got) == b"a\nb\n" and len(got) == 2  # as written, not at the end
+        states.append(ws.processes.get(live.id).state)
+    assert b"".join(got) == b"a\nb\n"
+    assert states[0] == "running"  # the output comes as it is written, not at the end
     assert b"".join(ws.processes.follow(live.id, cursor=2)) == b"b\n"
     assert ws.processes.get(p.id).state == "exited"
     cat = ws.processes.start("cat", stdin=True)
