@@ -103,6 +103,8 @@ def med(lang, key):
     return statistics.median(v) if v else None
 target = {"python": 0.5, "typescript": 0.3}
 go = {k: med("go", k) for k in ("read4k_p50_ms", "true_p50_ms")}
+for r in rows:
+    print(f"round {r['round']} {r['lang']:<11} {json.dumps(r['r'])}")
 print(f"SDK bench: {backend} backend, {rounds} interleaved rounds of {n} calls per figure (medians of the rounds' p50s)")
 print(f"{'client':<12} {'read 4 KiB p50':>15} {'over Go':>9} {'bash true p50':>14} {'over Go':>9} {'1 GiB dl RSS':>13}  targets")
 ok = True
