@@ -217,12 +217,8 @@ func (b *Backend) claimOf(ctx context.Context, c container.Summary) (volume.Volu
 // removeMember removes a member that is not (or no longer) to be used:
 // its container, volume and run directory.
 func (b *Backend) removeMember(m *member) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	m.w.box.volumes = []string{m.name}
-	if err := m.w.DestroyWith(ctx, "removed from the pool"); err != nil {
-		b.logger.Warn("a pool member could not be removed", "member", m.name, "err", err)
-	}
+	m.w.Discard("removed from the pool")
 }
 
 // rediscoverMembers takes back the unclaimed members of p that an earlier
