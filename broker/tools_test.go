@@ -3,11 +3,14 @@ package broker_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/tools"
@@ -216,5 +219,42 @@ func TestBatch(t *testing.T) {
 	e.must(http.StatusOK, "POST", path, map[string]any{"calls": []any{}}, &out)
 	if out.Results == nil || len(out.Results) != 0 {
 		t.Errorf("empty batch %+v", out)
+	}
+}
+
+// TestBashAfterShutdownIsUnavailable: once the service shuts down, a bash
+// call, streamed or not, and a batch holding one are 503 problems and do
+// not run (RunTool and RunBatch refuse them before anything is written);
+// a batch without bash still runs.
+func TestBashAfterShutdownIsUnavailable(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.workspace()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.srv.Service().Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := "/v1/workspaces/" + ws.ID + "/tools"
+	e.problem(http.StatusServiceUnavailable, "unavailable", "POST", base+"/bash", map[string]any{"command": "touch ran"})
+	req := e.request("POST", base+"/bash", map[string]any{"command": "touch ran"})
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp := e.send(req)
+	data, _ := io.ReadAll(resp.Body)
+	checkProblem(t, resp, data, http.StatusServiceUnavailable, "unavailable")
+	e.problem(http.StatusServiceUnavailable, "unavailable", "POST", base, map[string]any{"calls": []map[string]any{
+		{"id": "1", "name": "write", "arguments": map[string]any{"path": "b.txt", "content": "b"}},
+		{"id": "2", "name": "bash", "arguments": map[string]any{"command": "touch ran"}},
+	}})
+	for _, f := range []string{"ran", "b.txt"} {
+		if _, err := statHost(ws, f); err == nil {
+			t.Errorf("%s: a call ran after Shutdown", f)
+		}
+	}
+	var out wire.BatchResponse
+	e.must(http.StatusOK, "POST", base, map[string]any{"calls": []map[string]any{
+		{"id": "1", "name": "write", "arguments": map[string]any{"path": "b.txt", "content": "b"}},
+	}}, &out)
+	if len(out.Results) != 1 || out.Results[0].Result.IsError {
+		t.Fatalf("a batch without bash after Shutdown: %+v", out)
 	}
 }
