@@ -13,11 +13,11 @@ import (
 	"github.com/wsbroker/wsbroker/wire"
 )
 
-// piClient is the pi integration's HTTP client, whose interfaces restate
-// the wire types in TypeScript.
-const piClient = "../integrations/pi/src/client.ts"
+// piClient is the TypeScript SDK's wire types (integrations/typescript, which
+// the pi integration uses), whose interfaces restate the wire types.
+const piClient = "../integrations/typescript/src/types.ts"
 
-// TestTypeScriptMatchesWire holds the pi integration's TypeScript
+// TestTypeScriptMatchesWire holds the TypeScript SDK's
 // interfaces to the JSON fields of the Go types they decode: a field added
 // on one side only fails here.
 func TestTypeScriptMatchesWire(t *testing.T) {

@@ -17,8 +17,14 @@ installed() { [ "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" 
 # The base install: typescript and @types/node for every version, and pi 0.73.1.
 installed . || npm ci --ignore-scripts
 
+# The SDK (@wsbroker/sdk, linked from ../typescript by the base install) is
+# built before anything here compiles: pi's tsc reads its types, and the
+# extension and the tests import its dist.
+(cd ../typescript && { installed . || npm ci --ignore-scripts --no-audit --no-fund; } && node_modules/.bin/tsc -p .)
+
 if [ "$version" = 0.73.1 ]; then
 	[ -n "$install_only" ] && exit 0
+	rm -rf dist # no stale test or module of an earlier tree
 	WSBROKER_PI_VERSION=0.73.1 npm test
 	exit
 fi

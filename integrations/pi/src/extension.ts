@@ -28,7 +28,7 @@ import { BrokerClient, type EnvVar, type WorkspaceInfo } from "./client.js";
 import { DEFAULT_ENV_ALLOWLIST, brokerOperations } from "./operations.js";
 import { PROCESS_TOOL_NAMES, processTools } from "./process-tools.js";
 import { type AnyToolDefinition, type BrokerTools, brokerTools, userBashOperations } from "./tools.js";
-import { Workspace } from "./workspace.js";
+import { Workspace } from "@wsbroker/sdk";
 
 export interface ExtensionSettings {
 	url: string;
@@ -112,7 +112,7 @@ export async function connect(
 		envAllowlist: s.envAllowlist,
 		pi,
 	});
-	return { info, tools, client, workspace: new Workspace(client, info.id), created };
+	return { info, tools, client, workspace: new Workspace(client, info, true), created };
 }
 
 /**

@@ -12,7 +12,8 @@ import type {
 	ReadOperations,
 	WriteOperations,
 } from "@earendil-works/pi-coding-agent";
-import { BrokerClient, BrokerError, type BrokerTarget, type ExecExit, type FileInfo, eachLine, operationError } from "./client.js";
+import { NotExistError } from "@wsbroker/sdk";
+import { BrokerClient, type BrokerTarget, type ExecExit, type FileInfo, FsError, eachLine, operationError } from "./client.js";
 import { toWorkspacePath } from "./paths.js";
 
 /** The names of pi's environment forwarded to commands unless told otherwise. */
@@ -95,7 +96,7 @@ export function brokerOperations(opts: BrokerOperationsOptions): BrokerOperation
 		} catch (err) {
 			// existsSync is false for any fs error; a broker that cannot be
 			// reached must not look like a missing path.
-			if (err instanceof BrokerError && err.code) return false;
+			if (err instanceof FsError && err.code) return false;
 			throw err;
 		}
 	};
@@ -369,7 +370,7 @@ export class WorkspaceRoutes {
 						);
 					},
 					(err: unknown) => {
-						if (err instanceof BrokerError && err.problem === "not_exist") {
+						if (err instanceof NotExistError) {
 							// pi's local message for a missing cwd.
 							err = new Error(`Working directory does not exist: ${c.rawCwd}\nCannot execute bash commands.`);
 						}

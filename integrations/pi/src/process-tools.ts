@@ -6,7 +6,7 @@
 import type { Pi } from "./host.js";
 import type { ExecExit } from "./client.js";
 import type { AnyToolDefinition } from "./tools.js";
-import { type BackgroundProcess, type SignalName, Workspace } from "./workspace.js";
+import type { BackgroundProcess, SignalName, Workspace } from "@wsbroker/sdk";
 
 /** The names of the process tools, in the order they are registered. */
 export const PROCESS_TOOL_NAMES = ["process_start", "process_output", "process_write", "process_kill", "process_list"] as const;
@@ -37,10 +37,10 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 
 	const readNew = async (w: Workspace, id: string, offset?: number, signal?: AbortSignal): Promise<{ text: string; next: number; skipped: number }> => {
 		const from = offset ?? cursors.get(id) ?? 0;
-		const chunks: Buffer[] = [];
+		const chunks: Uint8Array[] = [];
 		let next = from;
 		let skipped = 0;
-		for await (const ev of w.logs(id, { offset: from, signal })) {
+		for await (const ev of w.processes.logs(id, { cursor: from, signal })) {
 			if (ev.type === "output") {
 				chunks.push(ev.data);
 				next = ev.offset + ev.data.length;
@@ -86,8 +86,8 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 		},
 		async execute(_id, params: { command: string; cwd?: string; tag?: string; timeout?: number; stdin?: boolean; wait?: number }, signal) {
 			const w = get();
-			const p = await w.startProcess({ command: params.command, cwd: params.cwd, tag: params.tag, timeout: params.timeout, stdin: params.stdin });
-			const now = await w.waitProcess(p.id, clampWait(params.wait ?? START_WAIT_S), signal);
+			const p = await w.processes.start({ command: params.command, cwd: params.cwd, tag: params.tag, timeout: params.timeout, stdin: params.stdin });
+			const now = await w.processes.wait(p.id, { timeout: clampWait(params.wait ?? START_WAIT_S), signal });
 			return report(w, now, signal, 0);
 		},
 	};
@@ -110,7 +110,7 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 		},
 		async execute(_id, params: { id: string; wait?: number; offset?: number }, signal) {
 			const w = get();
-			const p = params.wait ? await w.waitProcess(params.id, clampWait(params.wait), signal) : await w.process(params.id);
+			const p = params.wait ? await w.processes.wait(params.id, { timeout: clampWait(params.wait), signal }) : await w.processes.get(params.id);
 			return report(w, p, signal, params.offset);
 		},
 	};
@@ -130,7 +130,7 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 			additionalProperties: false,
 		},
 		async execute(_id, params: { id: string; input: string; close?: boolean }, signal) {
-			const n = await get().writeStdin(params.id, params.input, { close: params.close, signal });
+			const n = await get().processes.sendStdin(params.id, params.input, { close: params.close, signal });
 			const text = `Wrote ${n} bytes to ${params.id}${params.close ? " and closed its stdin" : ""}.`;
 			return { content: [{ type: "text", text }], details: {} };
 		},
@@ -154,12 +154,12 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 		async execute(_id, params: { id: string; signal?: SignalName }, signal) {
 			const w = get();
 			if (params.signal) {
-				await w.signalProcess(params.id, params.signal);
+				await w.processes.signal(params.id, params.signal);
 				return { content: [{ type: "text", text: `Sent ${params.signal} to ${params.id}.` }], details: {} };
 			}
 			// Its unread output first: removing it deletes its log.
-			const last = await report(w, await w.process(params.id), signal);
-			const ended = await w.removeProcess(params.id);
+			const last = await report(w, await w.processes.get(params.id), signal);
+			const ended = await w.processes.kill(params.id);
 			cursors.delete(params.id);
 			const text = last.content[0].text.replace(/[^\n]*$/, statusLine(ended, last.details.offset ?? 0, true));
 			return { content: [{ type: "text", text }], details: { process: ended } };
@@ -172,7 +172,7 @@ export function processTools(ws: Workspace | (() => Workspace), pi: Pi): AnyTool
 		description: "List the workspace's background processes: id, state, tag and command.",
 		parameters: { type: "object", properties: {}, additionalProperties: false },
 		async execute() {
-			const ps = await get().backgroundProcesses();
+			const ps = await get().processes.list();
 			const lines = ps.map((p) => `${p.id}  ${stateOf(p.state, p.result, p.error)}${p.tag ? `  [${p.tag}]` : ""}  ${p.command}`);
 			return { content: [{ type: "text", text: lines.length > 0 ? lines.join("\n") : "No background processes." }], details: { processes: ps } };
 		},

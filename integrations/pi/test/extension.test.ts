@@ -355,10 +355,10 @@ describe("the pi extension, loaded by pi", () => {
 		const c = await connect(resolveSettings(() => undefined, env), pi);
 		try {
 			assert.deepEqual(c.info.env, [{ name: "GH_TOKEN", secret: true }]);
-			const p = await c.workspace.startProcess({ command: 'echo "token=$GH_TOKEN"' });
-			await c.workspace.waitProcess(p.id, 30);
+			const p = await c.workspace.processes.start({ command: 'echo "token=$GH_TOKEN"' });
+			await c.workspace.processes.wait(p.id, { timeout: 30 });
 			let out = "";
-			for await (const ev of c.workspace.logs(p.id)) if (ev.type === "output") out += ev.data.toString("utf8");
+			for await (const ev of c.workspace.processes.logs(p.id)) if (ev.type === "output") out += Buffer.from(ev.data).toString("utf8");
 			assert.equal(out, "token=[REDACTED:GH_TOKEN]\n");
 			// Attaching cannot set them: the broker never answers the values it would replace.
 			await assert.rejects(connect(resolveSettings(() => undefined, { ...env, BROKER_WORKSPACE: c.info.id }), pi), /sets a created workspace's environment/);
