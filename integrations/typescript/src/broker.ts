@@ -31,7 +31,11 @@ export interface BrokerOptions {
 export interface CreateOptions {
 	/** "local", "docker", "ssh", "kubernetes": default the broker's default backend. */
 	backend?: string;
-	/** A named workspace spec of the broker's configuration (a broker that serves profiles on this route). */
+	/**
+	 * A named workspace spec of the broker's configuration. Sent as the
+	 * body's `profile`: the broker's profiles serve only its MCP endpoints so
+	 * far, and its create route answers BadRequestError for the field.
+	 */
 	profile?: string;
 	/** The backend's own options, e.g. {limits: {memory: "512MiB"}} for docker (docs/api.md). */
 	options?: Record<string, unknown>;

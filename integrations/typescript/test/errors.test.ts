@@ -76,6 +76,8 @@ describe("the broker's answers as error classes (local backend)", () => {
 		["a body of the wrong type", () => ws.transport.call({ method: "POST", path: `${ws.prefix}/exec`, body: "x", contentType: "text/plain" }), UnsupportedMediaTypeError, "unsupported_media_type"],
 		["malformed JSON", () => ws.transport.call({ method: "POST", path: `${ws.prefix}/exec`, body: "{", contentType: "application/json" }), BadRequestError, "bad_request"],
 		["an unknown backend", () => rb.broker.create({ backend: "nosuch" }), InvalidError, "invalid"],
+		// Profiles are the MCP endpoints' (docs/api.md); the create route has none yet, and says so.
+		["a profile on a broker whose create route has none", () => rb.broker.create({ profile: "small" }), BadRequestError, "bad_request"],
 		["an unknown backend option", () => rb.broker.create({ backend: "local", options: { nosuch: 1 } }), InvalidError, "invalid"],
 	];
 	for (const [what, call, cls, code] of cases) {
