@@ -56,7 +56,7 @@ func (s *Service) StartProcess(ctx context.Context, w *Workspace, req Background
 	// call (so the guard does not decide it again) but not the request's
 	// end, and its notes go nowhere (the request's record is written).
 	life := context.WithValue(context.WithoutCancel(ctx), notesKey{}, Notes(nopNotes{}))
-	life, end, err := s.StartCommand(life, w)
+	life, end, err := s.startCommand(life, w)
 	if err != nil {
 		return bgproc.Info{}, err
 	}

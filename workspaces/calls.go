@@ -45,10 +45,10 @@ func (s *Service) isStopping() bool {
 	}
 }
 
-// StartCommand registers a command in w unless the service is shutting
+// startCommand registers a command in w unless the service is shutting
 // down (ErrUnavailable): Delete and Shutdown cancel the returned context.
 // The caller calls end when the command has returned.
-func (s *Service) StartCommand(ctx context.Context, w *Workspace) (cctx context.Context, end func(), err error) {
+func (s *Service) startCommand(ctx context.Context, w *Workspace) (cctx context.Context, end func(), err error) {
 	if s.isStopping() {
 		return nil, nil, errShuttingDown
 	}

@@ -18,8 +18,8 @@
 //     Shutdown cancel them and wait;
 //   - tool calls (RunTool, and RunBatch for a batch): the policy's
 //     decision, redaction of updates and results, and one audit record
-//     per call; a bash call runs as a command (StartCommand), so the
-//     front-ends only call RunTool;
+//     per call; a bash call runs as a command, which Delete and
+//     Shutdown cancel, so the front-ends only call RunTool;
 //   - the raw operations (Open, WriteFile, Stat, Exec, ...) as methods
 //     taking Go values, each decided by the same policy and redacted the
 //     same way.

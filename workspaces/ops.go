@@ -216,7 +216,7 @@ func (s *Service) Exec(ctx context.Context, w *Workspace, req opsapi.ExecRequest
 	if !ok {
 		return opsapi.ExecResult{}, unsupported(w, "exec")
 	}
-	ctx, end, err := s.StartCommand(ctx, w)
+	ctx, end, err := s.startCommand(ctx, w)
 	if err != nil {
 		return opsapi.ExecResult{}, err
 	}

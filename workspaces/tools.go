@@ -16,7 +16,7 @@ import (
 )
 
 // BashTool is the tool whose calls are commands: RunTool registers each
-// as one (StartCommand), so Delete and Shutdown cancel it and wait for it.
+// as one (startCommand), so Delete and Shutdown cancel it and wait for it.
 const BashTool = "bash"
 
 // RunTool is every tool call's path: the tool's shim and validation, the
@@ -24,11 +24,11 @@ const BashTool = "bash"
 // model reads), the call through the workspace's Guard, redaction of
 // every update and of the result, and one audit record, numbered seq
 // under the request's audit id. A bash call runs as a command of w
-// (StartCommand); the error is only that it could not start as one
+// (startCommand); the error is only that it could not start as one
 // (ErrUnavailable: the service is shutting down), and then nothing ran.
 func (s *Service) RunTool(ctx context.Context, w *Workspace, seq int, name string, args json.RawMessage, onUpdate tools.UpdateFunc) (tools.Result, error) {
 	if name == BashTool {
-		cctx, end, err := s.StartCommand(ctx, w)
+		cctx, end, err := s.startCommand(ctx, w)
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("starting bash in workspace %s: %w", w.id, err)
 		}
@@ -58,7 +58,7 @@ func (s *Service) RunBatch(ctx context.Context, w *Workspace, calls []ToolCall, 
 		if c.Name != BashTool {
 			continue
 		}
-		cctx, end, err := s.StartCommand(ctx, w)
+		cctx, end, err := s.startCommand(ctx, w)
 		if err != nil {
 			return nil, fmt.Errorf("starting a batch with bash in workspace %s: %w", w.id, err)
 		}
