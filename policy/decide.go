@@ -58,6 +58,7 @@ var OpTools = map[string][]string{
 	"glob":     {"find"},
 	"search":   {"grep"},
 	"exec":     {"bash"},
+	"env":      {"bash"},  // a workspace's variables reach only its commands
 	"extract":  {"write"}, // a tar into a directory
 	"archive":  {"read"},  // a directory out as a tar
 	"stat":     Tools,

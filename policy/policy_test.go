@@ -66,6 +66,8 @@ func TestDecideEveryRuleKind(t *testing.T) {
 		{"timeout over max", policy.Call{Tool: "bash", Command: "ls", HasCommand: true, Timeout: time.Minute}, "maxTimeout"},
 		{"env allowed", policy.Call{Op: "exec", Command: "ls", HasCommand: true, Env: []string{"LANG", "GIT_DIR"}}, ""},
 		{"env denied", policy.Call{Op: "exec", Command: "ls", HasCommand: true, Env: []string{"AWS_SECRET"}}, "env"},
+		{"workspace env allowed", policy.Call{Op: "env", Env: []string{"LANG"}}, ""},
+		{"workspace env denied", policy.Call{Op: "env", Env: []string{"AWS_SECRET"}}, "env"},
 		{"network allowed", policy.Call{Network: "none", HasNetwork: true}, ""},
 		{"network denied", policy.Call{Network: "bridge", HasNetwork: true}, "network"},
 	}
