@@ -38,7 +38,7 @@ interface ChannelEvents {
 	open(): void;
 	message(data: string | Uint8Array): void;
 	close(code: number, reason: string): void;
-	error(message: string): void;
+	error(message: string | Error): void;
 }
 
 /**
@@ -90,7 +90,7 @@ export class Terminal {
 				if (!ended) rejectExit(e);
 			},
 			error: (message) => {
-				const e = new Error(`wsbroker: terminal: ${message}`);
+				const e = message instanceof Error ? message : new Error(`wsbroker: terminal: ${message}`);
 				failed(e);
 				if (!ended) rejectExit(e);
 			},
@@ -138,14 +138,47 @@ export function openTerminal(url: URL, token: string, which: TerminalOptions["we
 			u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
 			const sock = new WS(u.toString(), { headers: { Authorization: `Bearer ${token}` } });
 			sock.binaryType = "arraybuffer";
-			sock.addEventListener("open", () => ev.open());
+			let opened = false;
+			let failed = false;
+			sock.addEventListener("open", () => {
+				opened = true;
+				ev.open();
+			});
 			sock.addEventListener("message", (m) => ev.message(typeof m.data === "string" ? m.data : new Uint8Array(m.data as ArrayBuffer)));
-			sock.addEventListener("close", (c) => ev.close(c.code ?? 1006, c.reason ?? ""));
-			sock.addEventListener("error", (e) => ev.error(e.message ?? "the connection failed"));
+			sock.addEventListener("close", (c) => {
+				if (!failed) ev.close(c.code ?? 1006, c.reason ?? "");
+			});
+			sock.addEventListener("error", (e) => {
+				if (opened) {
+					ev.error(e.message ?? "the connection failed");
+					return;
+				}
+				// Refused before the upgrade: undici says only "non-101 status
+				// code". The same URL without the upgrade answers the broker's
+				// problem document (a bad query is refused before any upgrade).
+				failed = true;
+				refusal(url, token).then(ev.error, () => ev.error(e.message ?? "the connection failed"));
+			});
 			return sock;
 		});
 	}
 	return new Terminal((ev) => builtinWebSocket(url, token, ev));
+}
+
+/** The broker's error for a terminal URL it refuses, asked without the upgrade. */
+async function refusal(url: URL, token: string): Promise<Error> {
+	const r = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+	const body = await r.text();
+	let code: string | undefined;
+	let detail = body;
+	try {
+		const p = JSON.parse(body) as { code?: string; detail?: string };
+		code = p.code;
+		detail = p.detail ?? body;
+	} catch {
+		// keep the text
+	}
+	return errorFor(code, r.status, detail, r.headers.get("x-request-id") ?? undefined);
 }
 
 const WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -187,12 +220,16 @@ function builtinWebSocket(url: URL, token: string, ev: ChannelEvents): Channel {
 		res.on("data", (c: Buffer) => chunks.push(c));
 		res.on("end", () => {
 			let detail = Buffer.concat(chunks).toString("utf8");
+			let code: string | undefined;
 			try {
-				detail = (JSON.parse(detail) as { detail?: string }).detail ?? detail;
+				const p = JSON.parse(detail) as { code?: string; detail?: string };
+				code = p.code;
+				detail = p.detail ?? detail;
 			} catch {
 				// keep the text
 			}
-			ev.error(`the broker answered ${res.statusCode}: ${detail}`);
+			const rid = res.headers["x-request-id"];
+			ev.error(errorFor(code, res.statusCode ?? 0, detail, typeof rid === "string" ? rid : undefined));
 			closed = true;
 		});
 	});

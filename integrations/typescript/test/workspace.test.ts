@@ -9,6 +9,7 @@ import {
 	AbortError,
 	Broker,
 	ConnectionError,
+	InvalidError,
 	type LogEvent,
 	NotExistError,
 	NotFoundError,
@@ -450,9 +451,11 @@ describe("the SDK on the local backend", () => {
 		t.close();
 		await assert.rejects(t.exit);
 		await eventually("sleep 371 gone", async () => (await running(ws, "sleep 371")).length === 0);
-		// A refused terminal says why.
-		const bad = ws.pty({ command: "" });
-		await assert.rejects(bad.exit, /400|empty|invalid/);
+		// A refused terminal says why, as the broker's error class, with either client.
+		for (const which of hasGlobalWebSocket ? (["builtin", "global"] as const) : (["builtin"] as const)) {
+			await assert.rejects(ws.pty({ command: "", webSocket: which }).exit, (err: Error) => err instanceof InvalidError && /empty/.test(err.message));
+			await assert.rejects(ws.pty({ command: "true", rows: 5000, webSocket: which }).exit, InvalidError);
+		}
 	});
 
 	test("100 concurrent calls of every kind on one Broker", async () => {
