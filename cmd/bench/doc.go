@@ -4,7 +4,7 @@
 //
 // # Overview
 //
-// Run it with `make bench` (or `go run ./bench`). Each [Target] is one way
+// Run it with `make bench` (or `go run ./cmd/bench`). Each [Target] is one way
 // to reach a workspace. For the local backend:
 //
 //   - local/raw: the floor, the same calls with plain os and os/exec on a
