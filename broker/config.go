@@ -9,6 +9,7 @@ import (
 	"github.com/wsbroker/wsbroker/audit"
 	"github.com/wsbroker/wsbroker/mcp"
 	"github.com/wsbroker/wsbroker/tenant"
+	"github.com/wsbroker/wsbroker/workspaces"
 	"github.com/wsbroker/wsbroker/workspaces/bgproc"
 )
 
@@ -157,9 +158,14 @@ type Config struct {
 	// address); "*" turns the check off.
 	AllowedHosts []string
 	// MCP configures the MCP endpoints (/v1/mcp and
-	// /v1/workspaces/{id}/mcp): profiles, the session cap, idle expiry and
+	// /v1/workspaces/{id}/mcp): the session cap, idle expiry and
 	// whether a session's workspaces outlive it.
 	MCP mcp.Config
+	// Profiles are named workspace specs (a backend and its options) a
+	// create names instead: POST /v1/workspaces {"profile": NAME}, the
+	// MCP endpoints' ?profile=NAME and workspace_create. The tenant's
+	// backends, images and quota apply to what a profile resolves to.
+	Profiles map[string]workspaces.Profile
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -99,6 +99,7 @@ func New(cfg Config, backends map[string]opsapi.Backend, logger *slog.Logger) (*
 		ProcessDir:     cfg.ProcessDir,
 		Processes:      cfg.Processes,
 		Observer:       s.metrics,
+		Profiles:       cfg.Profiles,
 	}, logger)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,12 @@ func (res workspacesResource) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, s.logger, err)
 		return
 	}
-	info, err := s.svc.Create(serviceCtx(r), tenantFrom(r.Context()), req.Backend, req.Options, envVars(req.Env))
+	spec, err := s.svc.CreateSpec(req.Profile, req.Backend, req.Options)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := s.svc.Create(serviceCtx(r), tenantFrom(r.Context()), spec.Backend, spec.Options, envVars(req.Env))
 	if err != nil {
 		s.fail(w, r, err)
 		return

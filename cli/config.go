@@ -91,10 +91,16 @@ type serveConfig struct {
 	Audit auditConfig `yaml:"audit"`
 	// TLS serves HTTPS, and mTLS with a client CA file.
 	TLS *tlsConfig `yaml:"tls"`
-	// MCP configures the MCP endpoints: profiles, the session cap, idle
+	// MCP configures the MCP endpoints: the session cap, idle
 	// expiry, keeping a session's workspaces. A pointer keeps serveConfig
 	// comparable.
 	MCP *mcpConfig `yaml:"mcp"`
+	// Profiles are named workspace specs (backend and options) a create
+	// names instead: POST /v1/workspaces {"profile": NAME}, `broker ws
+	// create --profile`, the MCP endpoints' ?profile=NAME. mcp.profiles,
+	// their older place, is still read. A pointer keeps serveConfig
+	// comparable.
+	Profiles *map[string]mcpProfile `yaml:"profiles"`
 	// HTTP holds the limits against hostile clients: allowed Host names,
 	// the body budget, minimum body rate, connection caps. A pointer
 	// keeps serveConfig comparable.
@@ -352,6 +358,9 @@ func (c *CLI) resolveServeConfig(fs *flag.FlagSet, f *serveFlags) (serveConfig, 
 		return cfg, errors.New("shutdownGrace, maxUploadBytes, maxArchiveBytes, maxArchiveEntries, processes.logBytes and processes.max must not be negative")
 	}
 	if _, err := cfg.MCP.config(); err != nil {
+		return cfg, err
+	}
+	if _, err := profilesOf(cfg); err != nil {
 		return cfg, err
 	}
 	if cfg.DefaultBackend, err = defaultBackend(cfg); err != nil {

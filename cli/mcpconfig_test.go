@@ -34,7 +34,8 @@ func TestServeMCPConfig(t *testing.T) {
 	}{
 		{name: "absent", file: "logLevel: info\n", check: func(t *testing.T, cfg serveConfig) {
 			m, err := cfg.MCP.config()
-			if err != nil || m.MaxSessionsPerTenant != 0 || len(m.Profiles) != 0 {
+			ps, perr := profilesOf(cfg)
+			if err != nil || perr != nil || m.MaxSessionsPerTenant != 0 || len(ps) != 0 {
 				t.Fatalf("%+v %v: want the zero Config, whose defaults mcp applies", m, err)
 			}
 		}},
@@ -45,12 +46,30 @@ func TestServeMCPConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := m.Profiles["py"]
+				ps, err := profilesOf(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := ps["py"]
 				if m.MaxSessionsPerTenant != 4 || m.IdleTimeout != 90*time.Second || !m.KeepWorkspaces ||
 					p.Backend != "docker" || string(p.Options) != `{"image":"python","memory":512}` {
 					t.Fatalf("got %+v, profile %s %s", m, p.Backend, p.Options)
 				}
 			}},
+		{name: "top-level profiles", file: "profiles:\n  py:\n    backend: docker\n    options: {image: python}\n" +
+			"mcp:\n  profiles:\n    plain: {backend: local}\n",
+			check: func(t *testing.T, cfg serveConfig) {
+				ps, err := profilesOf(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ps) != 2 || ps["py"].Backend != "docker" || string(ps["py"].Options) != `{"image":"python"}` ||
+					ps["plain"].Backend != "local" || ps["plain"].Options != nil {
+					t.Fatalf("profiles = %+v", ps)
+				}
+			}},
+		{name: "profile in both places", file: "profiles:\n  py: {backend: docker}\nmcp:\n  profiles:\n    py: {backend: local}\n",
+			wantErr: `profile "py" is configured both in profiles and in mcp.profiles`},
 		{name: "negative cap", file: "mcp:\n  maxSessionsPerTenant: -1\n", wantErr: "session cap"},
 	}
 	for _, c := range cases {

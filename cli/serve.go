@@ -86,8 +86,13 @@ func (c *CLI) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	profiles, err := profilesOf(cfg)
+	if err != nil {
+		return err
+	}
 	bcfg := broker.Config{
 		MCP:               mcpCfg,
+		Profiles:          profiles,
 		Addr:              cfg.Listen,
 		DefaultBackend:    cfg.DefaultBackend,
 		Tenants:           reg,

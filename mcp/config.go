@@ -1,10 +1,10 @@
 package mcp
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/wsbroker/wsbroker/workspaces"
 )
 
 // Defaults used where a Config field is zero.
@@ -19,9 +19,6 @@ const (
 // Config configures a Server. The zero value of every field means its
 // default.
 type Config struct {
-	// Profiles are named workspace specs a /v1/mcp client picks with
-	// ?profile=NAME instead of spelling out a backend and its options.
-	Profiles map[string]Profile
 	// MaxSessionsPerTenant bounds a tenant's open MCP sessions, over both
 	// endpoints; a new session past it is refused with 429.
 	MaxSessionsPerTenant int
@@ -37,12 +34,11 @@ type Config struct {
 	KeepWorkspaces bool
 }
 
-// Profile is a named workspace spec: a backend ("" is the broker's
-// default) and that backend's create options.
-type Profile struct {
-	Backend string          `json:"backend,omitempty" yaml:"backend"`
-	Options json.RawMessage `json:"options,omitempty" yaml:"-"`
-}
+// Profile is a workspace spec: a backend ("" is the broker's default)
+// and that backend's create options. The named ones a /v1/mcp client
+// picks with ?profile=NAME are the workspace service's
+// (workspaces.Config.Profiles), the same the HTTP create route takes.
+type Profile = workspaces.Profile
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -67,17 +63,6 @@ func (c Config) Validate() error {
 		return errors.New("mcp: the idle timeout must be positive")
 	case c.MaxBatchMessages < 0:
 		return errors.New("mcp: the batch cap must be positive")
-	}
-	for name, p := range c.Profiles {
-		if name == "" {
-			return errors.New("mcp: a profile has an empty name")
-		}
-		if len(p.Options) > 0 {
-			var obj map[string]any
-			if err := json.Unmarshal(p.Options, &obj); err != nil {
-				return fmt.Errorf("mcp: profile %q: options must be a JSON object: %w", name, err)
-			}
-		}
 	}
 	return nil
 }

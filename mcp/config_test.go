@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -23,12 +22,9 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	}{
 		{"zero", mcp.Config{}, true},
 		{"set", mcp.Config{MaxSessionsPerTenant: 2, IdleTimeout: time.Minute, KeepWorkspaces: true}, true},
-		{"profile", mcp.Config{Profiles: map[string]mcp.Profile{"py": {Backend: "docker", Options: json.RawMessage(`{"image":"python"}`)}}}, true},
 		{"negative cap", mcp.Config{MaxSessionsPerTenant: -1}, false},
 		{"negative idle", mcp.Config{IdleTimeout: -time.Second}, false},
 		{"negative batch cap", mcp.Config{MaxBatchMessages: -1}, false},
-		{"unnamed profile", mcp.Config{Profiles: map[string]mcp.Profile{"": {}}}, false},
-		{"options not an object", mcp.Config{Profiles: map[string]mcp.Profile{"x": {Options: json.RawMessage(`[1]`)}}}, false},
 	}
 	for _, c := range cases {
 		if err := c.cfg.Validate(); (err == nil) != c.ok {

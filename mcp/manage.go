@@ -77,20 +77,17 @@ func (cw *clientWorkspaces) create(ctx context.Context, req *sdk.CallToolRequest
 	if t == nil {
 		return nil, nil, errNoTenant
 	}
-	spec := Profile{Backend: in.Backend}
+	var options json.RawMessage
 	if len(in.Options) > 0 {
 		b, err := json.Marshal(in.Options)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encoding the options: %w", err)
 		}
-		spec.Options = b
+		options = b
 	}
-	if in.Profile != "" {
-		p, ok := cw.s.cfg.Profiles[in.Profile]
-		if !ok {
-			return nil, nil, fmt.Errorf("no MCP profile %q is configured", in.Profile)
-		}
-		spec = p
+	spec, err := cw.s.svc.CreateSpec(in.Profile, in.Backend, options)
+	if err != nil {
+		return nil, nil, err
 	}
 	ctx = workspaces.WithRequest(ctx, requestOf(req.Extra))
 	info, err := cw.s.svc.Create(ctx, t, spec.Backend, spec.Options, nil)

@@ -301,7 +301,7 @@ func TestSessionEndpointLifecycle(t *testing.T) {
 // the same words as a missing one.
 func TestSessionEndpointManagesWorkspaces(t *testing.T) {
 	h := newHarness(t, nil, nil, func(c *broker.Config) {
-		c.MCP.Profiles = map[string]mcp.Profile{"plain": {Backend: "local"}}
+		c.Profiles = map[string]mcp.Profile{"plain": {Backend: "local"}}
 	})
 	alices := h.create(aliceToken)
 	cs := h.mustConnect(bobToken, "/v1/mcp?profile=plain", nil)

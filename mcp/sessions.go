@@ -42,9 +42,9 @@ func (s *Server) ServeSessions(w http.ResponseWriter, r *http.Request, t *tenant
 // value that is a JSON number or boolean is passed as one).
 func (s *Server) specOf(q url.Values) (Profile, error) {
 	if name := q.Get("profile"); name != "" {
-		p, ok := s.cfg.Profiles[name]
-		if !ok {
-			return Profile{}, fmt.Errorf("%w: no MCP profile %q is configured", ErrBadQuery, name)
+		p, err := s.svc.Profile(name)
+		if err != nil {
+			return Profile{}, fmt.Errorf("%w: %w", ErrBadQuery, err)
 		}
 		return p, nil
 	}

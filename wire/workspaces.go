@@ -7,6 +7,9 @@ import (
 
 // CreateRequest is the body of POST /v1/workspaces.
 type CreateRequest struct {
+	// Profile names a workspace spec configured on the broker, instead
+	// of Backend and Options (giving both is a bad request).
+	Profile string `json:"profile,omitempty"`
 	// Backend names the backend; empty means the broker's default.
 	Backend string `json:"backend,omitempty"`
 	// Options are the backend's own creation options; nil means defaults.

@@ -10,6 +10,9 @@
 //
 //   - the registry of live workspaces and which tenant owns each (kept in
 //     an owners file so that ownership survives a restart);
+//   - the broker's profiles, named workspace specs a create may name
+//     instead of a backend and options (CreateSpec resolves one for every
+//     front-end; Create then admits what it resolves to);
 //   - admission: a create is checked against the tenant's backends,
 //     images, workspace quota and the policy's network rule (Create), and
 //     every call against the tenant's rate and concurrency limits (Enter,

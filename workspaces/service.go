@@ -69,6 +69,9 @@ type Config struct {
 	// restarts, secrets included, with mode 0600; empty keeps it in
 	// memory only.
 	EnvFile string
+	// Profiles are named workspace specs a create may name instead of a
+	// backend and options (CreateSpec).
+	Profiles map[string]Profile
 }
 
 // Service owns the workspaces of a set of backends and runs every call
@@ -192,6 +195,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	}
 	if cfg.Tenants == nil {
 		return nil, errors.New("broker: no tenant registry")
+	}
+	if err := validateProfiles(cfg.Profiles); err != nil {
+		return nil, err
 	}
 	if cfg.SpillBytes < 0 || cfg.SpillTotalBytes < 0 {
 		return nil, fmt.Errorf("broker: spill bounds must not be negative, got %d per workspace and %d in all", cfg.SpillBytes, cfg.SpillTotalBytes)
