@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/broker"
 	"github.com/wsbroker/wsbroker/client"
 	"github.com/wsbroker/wsbroker/internal/testutil"
@@ -64,7 +65,7 @@ func startReplica(t *testing.T, identity string, pools ...kubernetes.PoolConfig)
 func TestKubernetesReplicasWithPools(t *testing.T) {
 	testutil.RequireKube(t)
 	identity := "pools-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:12]
-	pool := kubernetes.PoolConfig{Name: "default", Size: 1}
+	pool := kubernetes.PoolConfig{Spec: warmpool.Spec{Name: "default", Size: 1}}
 	a, b, c := startReplica(t, identity, pool), startReplica(t, identity, pool), startReplica(t, identity)
 	ready := func(r *replica) bool { return r.b.Pools()[0].Ready == 1 }
 	if !waitFor(2*time.Minute, func() bool { return ready(a) && ready(b) }) {

@@ -20,6 +20,7 @@ import (
 	"github.com/wsbroker/wsbroker/backends/docker"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote"
 	"github.com/wsbroker/wsbroker/remote/agent"
 )
 
@@ -87,13 +88,13 @@ func TestSecureDefaults(t *testing.T) {
 		t.Errorf("network mode %q", h.NetworkMode)
 	case h.PidsLimit != docker.DefaultPids:
 		t.Errorf("pids limit %d", h.PidsLimit)
-	case h.Memory != int64(docker.DefaultMemory) || h.MemorySwap != h.Memory:
+	case h.Memory != int64(remote.DefaultMemory) || h.MemorySwap != h.Memory:
 		t.Errorf("memory %d, memory+swap %d", h.Memory, h.MemorySwap)
-	case h.NanoCpus != int64(docker.DefaultCPUs*1e9):
+	case h.NanoCpus != int64(remote.DefaultCPUs*1e9):
 		t.Errorf("nano cpus %d", h.NanoCpus)
 	case !h.Init:
 		t.Error("no init process")
-	case !strings.Contains(h.Tmpfs["/tmp"], "size="+strconv.Itoa(int(docker.DefaultTmpfsSize))):
+	case !strings.Contains(h.Tmpfs["/tmp"], "size="+strconv.Itoa(int(remote.DefaultTmpfsSize))):
 		t.Errorf("tmpfs %v", h.Tmpfs)
 	case c.Config.Labels[docker.LabelManaged] != "1" || c.Config.Labels[docker.LabelWorkspace] != ws.ID():
 		t.Errorf("labels %v", c.Config.Labels)

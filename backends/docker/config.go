@@ -35,52 +35,33 @@ type Config struct {
 	// (default) or "tcp://host:2376". DOCKER_HOST is not read: the broker
 	// talks to the engine its configuration names.
 	Host string `json:"host" yaml:"host"`
-	// DefaultImage is the image of a workspace whose create request names
-	// none. Images are never pulled: it must be present on the engine.
-	// Default "wsbroker/workspace:current" (images/workspace).
-	DefaultImage string `json:"defaultImage" yaml:"defaultImage"`
-	// AllowedImages are the images a create request may name, as
-	// path.Match patterns ("wsbroker/*", or "*" for any local image);
-	// DefaultImage is always allowed. Default none: a request can only
-	// have the default image.
-	AllowedImages []string `json:"allowedImages" yaml:"allowedImages"`
-	// User runs the container's processes, "uid:gid" or a name the image
-	// knows. Default "1000:1000", the workspace image's agent user.
-	User string `json:"user" yaml:"user"`
-	// Memory is the container's memory limit (swap included: no swap),
-	// "2GiB" or bytes; /tmp's tmpfs counts against it. A create request
-	// may ask for less, never more. Default 2 GiB.
-	Memory ByteSize `json:"memory" yaml:"memory"`
-	// CPUs is the container's CPU quota in cores (1.5 = one and a half).
-	// A request may ask for less. Default 1.
-	CPUs float64 `json:"cpus" yaml:"cpus"`
+	// Box holds defaultImage, allowedImages, user, memory, cpus, disk and
+	// tmpfsSize (see remote.Box). Here images are never pulled: they must
+	// be present on the engine. User may also be a name the image knows.
+	// Memory counts swap too (no swap). Disk gives each workspace volume a
+	// filesystem of its own of that size (an ext4 image on a loop device
+	// on the engine's host, package loopfs): writing past it is ENOSPC
+	// inside the workspace, whoever writes, and rm always works. A create
+	// request may ask for less, or for any size of 8 MiB or more when none
+	// is configured. It needs the broker to run as root on the engine's own
+	// host (a unix socket engine) with loop devices; where it cannot, a
+	// configured size falls back to none, logged at start, and a requested
+	// one is refused. Disk zero: DefaultDisk where the host can, else (and
+	// always with pools, whose members cannot have one) the volume lives on
+	// the engine's disk, unbounded, with a warning at start; -1: unbounded
+	// on purpose, also warned. TmpfsSize also bounds, when the root
+	// filesystem is read-only and the image sets HOME, a tmpfs at HOME (so
+	// git, compilers and package managers can keep their configuration and
+	// caches; it starts empty).
+	remote.Box `yaml:",inline"`
 	// Pids limits the container's processes and threads, zombies
 	// included, so a fork bomb stops there. A request may ask for less.
 	// Default 4096.
 	Pids int64 `json:"pids" yaml:"pids"`
-	// Disk gives each workspace volume a filesystem of its own of this
-	// size, "1GiB" or bytes (an ext4 image on a loop device on the
-	// engine's host, package loopfs): writing past it is ENOSPC inside the
-	// workspace, whoever writes, and rm always works. A create request may
-	// ask for less, or for any size of 8 MiB or more when none is
-	// configured. It needs the broker to run as root on the engine's own
-	// host (a unix socket engine) with loop devices; where it cannot, a
-	// configured size falls back to none, logged at start, and a
-	// requested one is refused. Zero: DefaultDisk where the host can,
-	// else (and always with pools, whose members cannot have one) the
-	// volume lives on the engine's disk, unbounded, with a warning at
-	// start. -1: unbounded on purpose, also warned.
-	Disk ByteSize `json:"disk" yaml:"disk"`
 	// DiskDir holds the workspace filesystems' images and mount points on
 	// the engine's host. Empty: wsbroker-disks-<hash of the identity> in
 	// the system's temporary directory; the broker sets <stateDir>/disks.
 	DiskDir string `json:"diskDir" yaml:"diskDir"`
-	// TmpfsSize bounds each tmpfs: the one at /tmp and, when the root
-	// filesystem is read-only and the image sets HOME, the one at HOME (so
-	// git, compilers and package managers can keep their configuration
-	// and caches; it starts empty). Both count against Memory. Default
-	// 256 MiB.
-	TmpfsSize ByteSize `json:"tmpfsSize" yaml:"tmpfsSize"`
 	// Network is the container's network mode. Default "none": no network
 	// at all. Any other value ("bridge", a user network) is logged at
 	// start.
@@ -173,17 +154,13 @@ type Config struct {
 // configured defaults; a create matches the pool when its options
 // resolve to the same image, limits and network, however it spells them.
 type PoolConfig struct {
-	// Name names the pool in logs, labels and metrics.
-	Name string `json:"name" yaml:"name"`
-	// Size is how many ready containers the pool keeps, 1 to MaxPoolSize.
-	Size int `json:"size" yaml:"size"`
-	// Image, Memory, CPUs, Pids and Network are create options, checked
-	// as a request's are.
-	Image   string   `json:"image" yaml:"image"`
-	Memory  ByteSize `json:"memory" yaml:"memory"`
-	CPUs    float64  `json:"cpus" yaml:"cpus"`
-	Pids    int64    `json:"pids" yaml:"pids"`
-	Network string   `json:"network" yaml:"network"`
+	// Spec holds name, size (1 to MaxPoolSize ready containers), image,
+	// memory and cpus.
+	warmpool.Spec `yaml:",inline"`
+	// Pids and Network are create options too, checked as a request's
+	// are.
+	Pids    int64  `json:"pids" yaml:"pids"`
+	Network string `json:"network" yaml:"network"`
 }
 
 // MaxPoolSize bounds one pool: each member is a running container.
@@ -201,12 +178,8 @@ const DefaultDisk = ByteSize(1 << 30)
 // Defaults.
 const (
 	DefaultHost         = "unix:///var/run/docker.sock"
-	DefaultImage        = "wsbroker/workspace:current"
-	DefaultUser         = "1000:1000"
-	DefaultMemory       = ByteSize(2 << 30)
-	DefaultCPUs         = 1.0
+	DefaultImage        = remote.DefaultImage // the box defaults are remote.NewBox's
 	DefaultPids         = 4096
-	DefaultTmpfsSize    = ByteSize(256 << 20)
 	DefaultNetwork      = "none"
 	DefaultWorkspaceDir = "/workspace"
 	DefaultSFTPServer   = SFTPAuto
@@ -249,12 +222,8 @@ const (
 func NewConfig() Config {
 	return Config{
 		Host:             DefaultHost,
-		DefaultImage:     DefaultImage,
-		User:             DefaultUser,
-		Memory:           DefaultMemory,
-		CPUs:             DefaultCPUs,
+		Box:              remote.NewBox(),
 		Pids:             DefaultPids,
-		TmpfsSize:        DefaultTmpfsSize,
 		Network:          DefaultNetwork,
 		WorkspaceDir:     DefaultWorkspaceDir,
 		Command:          append([]string(nil), DefaultCommand...),
@@ -268,10 +237,9 @@ func NewConfig() Config {
 // withDefaults fills the zero fields from NewConfig.
 func (c Config) withDefaults() Config {
 	d := NewConfig()
-	c.Host, c.DefaultImage, c.User = cmp.Or(c.Host, d.Host), cmp.Or(c.DefaultImage, d.DefaultImage), cmp.Or(c.User, d.User)
+	c.Host, c.Box, c.Pids = cmp.Or(c.Host, d.Host), c.Box.WithDefaults(d.Box), cmp.Or(c.Pids, d.Pids)
 	c.Network, c.WorkspaceDir = cmp.Or(c.Network, d.Network), cmp.Or(c.WorkspaceDir, d.WorkspaceDir)
 	c.SFTPServer, c.Agent, c.AgentBinary = cmp.Or(c.SFTPServer, d.SFTPServer), cmp.Or(c.Agent, d.Agent), cmp.Or(c.AgentBinary, c.SFTPServerBinary)
-	c.Memory, c.CPUs, c.Pids, c.TmpfsSize = cmp.Or(c.Memory, d.Memory), cmp.Or(c.CPUs, d.CPUs), cmp.Or(c.Pids, d.Pids), cmp.Or(c.TmpfsSize, d.TmpfsSize)
 	if len(c.Command) == 0 {
 		c.Command = d.Command
 	}
@@ -293,10 +261,7 @@ func (c Config) Validate() error {
 	if _, err := client.ParseHostURL(c.Host); err != nil {
 		add("host %q: %w", c.Host, err)
 	}
-	if c.DefaultImage == "" {
-		add("defaultImage is required")
-	}
-	errs = append(errs, remote.ImagePatternProblems(c.AllowedImages)...)
+	errs = append(errs, c.ImageProblems()...)
 	if c.User == "" || strings.ContainsAny(c.User, " \t\n") {
 		add("user %q is not a user or uid:gid", c.User)
 	}
@@ -354,7 +319,7 @@ func (c Config) Validate() error {
 	}
 	pools := make([]warmpool.Spec, len(c.Pools))
 	for i, p := range c.Pools {
-		pools[i] = warmpool.Spec{Name: p.Name, Size: p.Size}
+		pools[i] = p.Spec
 	}
 	errs = append(errs, warmpool.Check(pools, validIdentity.MatchString)...)
 	if c.Disk < -1 {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsbroker/wsbroker/remote"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -68,7 +70,7 @@ func TestConfigZeroIsSecureDefaults(t *testing.T) {
 	}
 	if got.Network != "none" || got.User != "1000:1000" || got.WritableRootfs || got.AllowNewPrivileges ||
 		len(got.CapAdd) != 0 || got.SeccompProfile != "" || got.DefaultImage != "wsbroker/workspace:current" ||
-		got.Memory != DefaultMemory || got.Pids != DefaultPids || got.TmpfsSize != DefaultTmpfsSize || got.SFTPServer != SFTPAuto {
+		got.Memory != remote.DefaultMemory || got.Pids != DefaultPids || got.TmpfsSize != remote.DefaultTmpfsSize || got.SFTPServer != SFTPAuto {
 		t.Fatalf("zero config does not give the secure defaults: %+v", got)
 	}
 }

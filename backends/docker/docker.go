@@ -72,10 +72,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, opsapi.E(op, "", opsapi.ErrInvalid, err)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("backend", "docker")
+	logger = remote.BackendLogger(logger, "docker")
 	b := &Backend{cfg: cfg, logger: logger}
 	if cfg.SFTPServerBinary != "" {
 		logger.Warn("sftpServerBinary is deprecated: call it agentBinary", "agentBinary", cfg.AgentBinary)
@@ -226,14 +223,9 @@ type spec struct {
 // resolve checks o against the configuration.
 func (b *Backend) resolve(o createOptions) (spec, error) {
 	c := b.cfg
-	s := spec{image: c.DefaultImage, memory: c.Memory, cpus: c.CPUs, pids: c.Pids, disk: int64(c.Disk), network: c.Network}
-	var errs []error
-	if o.Image != "" {
-		if !remote.ImageAllowed(o.Image, c.DefaultImage, c.AllowedImages) {
-			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
-		}
-		s.image = o.Image
-	}
+	image, err := c.Image(o.Image)
+	s := spec{image: image, memory: c.Memory, cpus: c.CPUs, pids: c.Pids, disk: int64(c.Disk), network: c.Network}
+	errs := []error{err}
 	if l := o.Limits; l != nil {
 		errs = append(errs, remote.Lower("limits.memory", l.Memory, minMemory, &s.memory),
 			remote.Lower("limits.cpus", l.CPUs, 0.01, &s.cpus), remote.Lower("limits.pids", l.Pids, minPids, &s.pids))

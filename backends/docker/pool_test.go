@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -16,7 +17,7 @@ import (
 func withPool(identity string, n int) func(*docker.Config) {
 	return func(c *docker.Config) {
 		c.Identity = identity
-		c.Pools = []docker.PoolConfig{{Name: "default", Size: n}}
+		c.Pools = []docker.PoolConfig{{Spec: warmpool.Spec{Name: "default", Size: n}}}
 	}
 }
 
@@ -191,11 +192,11 @@ func TestPoolConfig(t *testing.T) {
 		disk  docker.ByteSize
 		want  string
 	}{
-		"size 0":    {pools: []docker.PoolConfig{{Name: "a"}}, want: "size 0 must be between 1 and 64"},
-		"too large": {pools: []docker.PoolConfig{{Name: "a", Size: 65}}, want: "size 65 must be between 1 and 64"},
-		"duplicate": {pools: []docker.PoolConfig{{Name: "a", Size: 1}, {Name: "a", Size: 1}}, want: `name "a" must be unique`},
-		"no name":   {pools: []docker.PoolConfig{{Size: 1}}, want: `name "" must be unique`},
-		"disk":      {pools: []docker.PoolConfig{{Name: "a", Size: 1}}, disk: 64 << 20, want: "pools cannot be used with disk"},
+		"size 0":    {pools: []docker.PoolConfig{{Spec: warmpool.Spec{Name: "a"}}}, want: "size 0 must be between 1 and 64"},
+		"too large": {pools: []docker.PoolConfig{{Spec: warmpool.Spec{Name: "a", Size: 65}}}, want: "size 65 must be between 1 and 64"},
+		"duplicate": {pools: []docker.PoolConfig{{Spec: warmpool.Spec{Name: "a", Size: 1}}, {Spec: warmpool.Spec{Name: "a", Size: 1}}}, want: `name "a" must be unique`},
+		"no name":   {pools: []docker.PoolConfig{{Spec: warmpool.Spec{Size: 1}}}, want: `name "" must be unique`},
+		"disk":      {pools: []docker.PoolConfig{{Spec: warmpool.Spec{Name: "a", Size: 1}}}, disk: 64 << 20, want: "pools cannot be used with disk"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := docker.NewConfig()

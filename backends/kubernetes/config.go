@@ -31,26 +31,15 @@ type Config struct {
 	// Namespace holds the workspaces' pods. It must exist. Default
 	// "default".
 	Namespace string `json:"namespace" yaml:"namespace"`
-	// DefaultImage is the image of a workspace whose create request names
-	// none; AllowedImages are path.Match patterns a request may name.
-	DefaultImage  string   `json:"defaultImage" yaml:"defaultImage"`
-	AllowedImages []string `json:"allowedImages" yaml:"allowedImages"`
 	// ImagePullPolicy is the pods' pull policy: "IfNotPresent" (default),
 	// "Never" or "Always".
 	ImagePullPolicy string `json:"imagePullPolicy" yaml:"imagePullPolicy"`
-	// User is the numeric "uid:gid" every process of the pod runs as
-	// (runAsNonRoot: uid 0 is refused). Default "1000:1000".
-	User string `json:"user" yaml:"user"`
-	// Memory and CPUs are the container's limits; a request may ask for
-	// less. Defaults 2 GiB and 1.
-	Memory ByteSize `json:"memory" yaml:"memory"`
-	CPUs   float64  `json:"cpus" yaml:"cpus"`
-	// Disk bounds the workspace volume (an emptyDir's sizeLimit: the
-	// kubelet evicts a pod that writes past it). Default 1 GiB.
-	Disk ByteSize `json:"disk" yaml:"disk"`
-	// TmpfsSize bounds /tmp, a memory-backed emptyDir counted against
-	// Memory. Default 256 MiB.
-	TmpfsSize ByteSize `json:"tmpfsSize" yaml:"tmpfsSize"`
+	// Box holds defaultImage, allowedImages, user, memory, cpus, disk and
+	// tmpfsSize (see remote.Box). Here User must be a numeric "uid:gid"
+	// other than root (runAsNonRoot), Disk is the workspace volume's
+	// emptyDir sizeLimit (the kubelet evicts a pod that writes past it;
+	// default 1 GiB), and /tmp is a memory-backed emptyDir.
+	remote.Box `yaml:",inline"`
 	// RuntimeClassName runs the pods under another runtime (gVisor,
 	// Kata); empty is the cluster's default.
 	RuntimeClassName string `json:"runtimeClassName" yaml:"runtimeClassName"`
@@ -84,12 +73,8 @@ type Config struct {
 // Defaults.
 const (
 	DefaultNamespace    = "default"
-	DefaultImage        = "wsbroker/workspace:current" // images/workspace, as docker's
-	DefaultUser         = "1000:1000"
-	DefaultMemory       = ByteSize(2 << 30)
-	DefaultCPUs         = 1.0
+	DefaultImage        = remote.DefaultImage // the box defaults are remote.NewBox's
 	DefaultDisk         = ByteSize(1 << 30)
-	DefaultTmpfsSize    = ByteSize(256 << 20)
 	DefaultWorkspaceDir = "/workspace"
 	DefaultStartTimeout = 2 * time.Minute
 	NetworkNone         = "none"
@@ -98,20 +83,18 @@ const (
 
 // NewConfig returns the default configuration (without Identity).
 func NewConfig() Config {
-	return Config{Namespace: DefaultNamespace, DefaultImage: DefaultImage, ImagePullPolicy: "IfNotPresent",
-		User: DefaultUser, Memory: DefaultMemory, CPUs: DefaultCPUs, Disk: DefaultDisk, TmpfsSize: DefaultTmpfsSize,
-		Network: NetworkNone, WorkspaceDir: DefaultWorkspaceDir, StartTimeout: DefaultStartTimeout,
+	box := remote.NewBox()
+	box.Disk = DefaultDisk
+	return Config{Namespace: DefaultNamespace, Box: box, ImagePullPolicy: "IfNotPresent", Network: NetworkNone, WorkspaceDir: DefaultWorkspaceDir, StartTimeout: DefaultStartTimeout,
 		Exec: execconf.New()}
 }
 
 // withDefaults fills c's zero fields from NewConfig.
 func (c Config) withDefaults() Config {
 	d := NewConfig()
-	c.Namespace, c.DefaultImage = cmp.Or(c.Namespace, d.Namespace), cmp.Or(c.DefaultImage, d.DefaultImage)
-	c.ImagePullPolicy, c.User = cmp.Or(c.ImagePullPolicy, d.ImagePullPolicy), cmp.Or(c.User, d.User)
-	c.Network, c.WorkspaceDir = cmp.Or(c.Network, d.Network), cmp.Or(c.WorkspaceDir, d.WorkspaceDir)
-	c.Memory, c.CPUs, c.Disk = cmp.Or(c.Memory, d.Memory), cmp.Or(c.CPUs, d.CPUs), cmp.Or(c.Disk, d.Disk)
-	c.TmpfsSize, c.StartTimeout = cmp.Or(c.TmpfsSize, d.TmpfsSize), cmp.Or(c.StartTimeout, d.StartTimeout)
+	c.Namespace, c.Box = cmp.Or(c.Namespace, d.Namespace), c.Box.WithDefaults(d.Box)
+	c.ImagePullPolicy, c.Network = cmp.Or(c.ImagePullPolicy, d.ImagePullPolicy), cmp.Or(c.Network, d.Network)
+	c.WorkspaceDir, c.StartTimeout = cmp.Or(c.WorkspaceDir, d.WorkspaceDir), cmp.Or(c.StartTimeout, d.StartTimeout)
 	c.Exec = c.Exec.WithDefaults()
 	return c
 }
@@ -132,10 +115,7 @@ func (c Config) Validate() error {
 	if !dnsLabel.MatchString(c.Namespace) {
 		add("namespace %q is not a namespace name", c.Namespace)
 	}
-	if c.DefaultImage == "" {
-		add("defaultImage is required")
-	}
-	errs = append(errs, remote.ImagePatternProblems(c.AllowedImages)...)
+	errs = append(errs, c.ImageProblems()...)
 	switch c.ImagePullPolicy {
 	case "IfNotPresent", "Never", "Always":
 	default:
@@ -171,7 +151,7 @@ func (c Config) Validate() error {
 	}
 	pools := make([]warmpool.Spec, len(c.Pools))
 	for i, p := range c.Pools {
-		pools[i] = warmpool.Spec{Name: p.Name, Size: p.Size}
+		pools[i] = p.Spec
 	}
 	errs = append(errs, warmpool.Check(pools, validIdentity.MatchString)...)
 	errs = append(errs, c.Exec.Problems()...)

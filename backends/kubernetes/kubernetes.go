@@ -213,14 +213,9 @@ func (b *Backend) resolve(options json.RawMessage) (spec, error) {
 // limits above the configured ones, are errors.
 func (b *Backend) check(o createOptions) (spec, error) {
 	c := b.cfg
-	s := spec{image: c.DefaultImage, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
-	var errs []error
-	if o.Image != "" {
-		if !remote.ImageAllowed(o.Image, c.DefaultImage, c.AllowedImages) {
-			errs = append(errs, fmt.Errorf("image %q is not allowed (allowedImages)", o.Image))
-		}
-		s.image = o.Image
-	}
+	image, err := c.Image(o.Image)
+	s := spec{image: image, memory: int64(c.Memory), cpus: c.CPUs, disk: int64(c.Disk)}
+	errs := []error{err}
 	if l := o.Limits; l != nil {
 		if l.Memory != 0 {
 			if l.Memory < 16<<20 || l.Memory > c.Memory || l.Memory <= c.TmpfsSize {

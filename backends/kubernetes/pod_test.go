@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
 	"github.com/wsbroker/wsbroker/opsapi"
+	"github.com/wsbroker/wsbroker/remote"
 )
 
 // TestSecureDefaults checks the pod as the API server holds it and as a
@@ -41,7 +42,7 @@ func TestSecureDefaults(t *testing.T) {
 		csc.Capabilities == nil || len(csc.Capabilities.Drop) != 1 || csc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("container security context %+v", csc)
 	}
-	if c.Resources.Limits.Memory().Value() != int64(kubernetes.DefaultMemory) || c.Resources.Limits.Cpu().MilliValue() != 1000 {
+	if c.Resources.Limits.Memory().Value() != int64(remote.DefaultMemory) || c.Resources.Limits.Cpu().MilliValue() != 1000 {
 		t.Errorf("limits %v", c.Resources.Limits)
 	}
 	for _, m := range c.VolumeMounts {

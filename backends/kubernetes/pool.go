@@ -62,16 +62,11 @@ var (
 // defaults; a create matches the pool when its options resolve to the
 // same image and limits, however it spells them.
 type PoolConfig struct {
-	// Name names the pool in logs, labels and metrics.
-	Name string `json:"name" yaml:"name"`
-	// Size is how many ready pods the pool keeps, 1 to MaxPoolSize.
-	Size int `json:"size" yaml:"size"`
-	// Image, Memory, CPUs and Disk are create options, checked as a
-	// request's are.
-	Image  string   `json:"image" yaml:"image"`
-	Memory ByteSize `json:"memory" yaml:"memory"`
-	CPUs   float64  `json:"cpus" yaml:"cpus"`
-	Disk   ByteSize `json:"disk" yaml:"disk"`
+	// Spec holds name, size (1 to MaxPoolSize ready pods), image, memory
+	// and cpus.
+	warmpool.Spec `yaml:",inline"`
+	// Disk is a create option too, checked as a request's is.
+	Disk ByteSize `json:"disk" yaml:"disk"`
 }
 
 // pool is one configured warm pool.

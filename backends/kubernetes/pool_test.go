@@ -17,6 +17,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -42,7 +43,7 @@ func poolIdentity(t *testing.T) string {
 func withPool(identity string, n int) func(*kubernetes.Config) {
 	return func(c *kubernetes.Config) {
 		c.Identity = identity
-		c.Pools = []kubernetes.PoolConfig{{Name: "p", Size: n}}
+		c.Pools = []kubernetes.PoolConfig{{Spec: warmpool.Spec{Name: "p", Size: n}}}
 	}
 }
 
@@ -297,7 +298,7 @@ func idHash(id string) string {
 func TestPoolConfig(t *testing.T) {
 	cfg := kubernetes.NewConfig()
 	cfg.Identity = "x"
-	cfg.Pools = []kubernetes.PoolConfig{{Name: "a", Size: 0}, {Name: "a", Size: 1}, {Name: "b b", Size: 65}}
+	cfg.Pools = []kubernetes.PoolConfig{{Spec: warmpool.Spec{Name: "a", Size: 0}}, {Spec: warmpool.Spec{Name: "a", Size: 1}}, {Spec: warmpool.Spec{Name: "b b", Size: 65}}}
 	err := cfg.Validate()
 	for _, want := range []string{"pools[0] (a): size 0", "pools[1]: name \"a\" must be unique", "pools[2]: name \"b b\"", "pools[2] (b b): size 65"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -307,7 +308,7 @@ func TestPoolConfig(t *testing.T) {
 	identity := poolIdentity(t)
 	_, err = kubernetesNew(t, func(c *kubernetes.Config) {
 		c.Identity = identity
-		c.Pools = []kubernetes.PoolConfig{{Name: "big", Size: 1, Memory: 64 << 30}}
+		c.Pools = []kubernetes.PoolConfig{{Spec: warmpool.Spec{Name: "big", Size: 1, Memory: 64 << 30}}}
 	})
 	if !errors.Is(err, opsapi.ErrInvalid) || !strings.Contains(err.Error(), "pool big: limits.memory") {
 		t.Errorf("a pool above the limits: %v", err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wsbroker/wsbroker/internal/bytesize"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -107,10 +108,20 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Spec is what Check needs of one configured pool.
+// Spec is what every backend's pool configuration has (docker's and
+// kubernetes' PoolConfig embed it with `yaml:",inline"`): its name, its
+// size, and the create options its members have that every backend
+// knows. A backend's PoolConfig adds its own options beside it.
 type Spec struct {
-	Name string
-	Size int
+	// Name names the pool in logs, labels and metrics.
+	Name string `json:"name" yaml:"name"`
+	// Size is how many ready members the pool keeps, 1 to MaxSize.
+	Size int `json:"size" yaml:"size"`
+	// Image, Memory and CPUs are create options, checked as a request's
+	// are; empty is the configured default.
+	Image  string        `json:"image" yaml:"image"`
+	Memory bytesize.Size `json:"memory" yaml:"memory"`
+	CPUs   float64       `json:"cpus" yaml:"cpus"`
 }
 
 // Check reports every problem with pools: names that validName refuses

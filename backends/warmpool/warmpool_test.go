@@ -73,7 +73,7 @@ func TestTakeFromEmpty(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	valid := regexp.MustCompile(`^[a-z]+$`).MatchString
-	errs := warmpool.Check([]warmpool.Spec{{"a", 0}, {"a", 1}, {"B B", 65}, {"ok", 64}}, valid)
+	errs := warmpool.Check([]warmpool.Spec{{Name: "a"}, {Name: "a", Size: 1}, {Name: "B B", Size: 65}, {Name: "ok", Size: 64}}, valid)
 	got := errors.Join(errs...).Error()
 	for _, want := range []string{"pools[0] (a): size 0", `pools[1]: name "a" must be unique`, `pools[2]: name "B B"`, "pools[2] (B B): size 65"} {
 		if !strings.Contains(got, want) {

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/wsbroker/wsbroker/backends/docker"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
 
@@ -50,7 +51,7 @@ func (e *Env) sftpServer(ctx context.Context) (string, error) {
 // created with poolOptions come from it (opCreateWarm); the default
 // options do not match it, so opCreate stays a cold create.
 var (
-	benchPool   = docker.PoolConfig{Name: "bench", Size: 2, Pids: 4000}
+	benchPool   = docker.PoolConfig{Spec: warmpool.Spec{Name: "bench", Size: 2}, Pids: 4000}
 	poolOptions = []byte(`{"limits":{"pids":4000}}`)
 )
 

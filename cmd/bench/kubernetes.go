@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/wsbroker/wsbroker/backends/kubernetes"
+	"github.com/wsbroker/wsbroker/backends/warmpool"
 	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 )
@@ -32,7 +33,7 @@ func kubeTargets() []Target {
 // created with kubePoolOptions come from it (opCreateWarm); the default
 // settings, opCreate's, are not the pool's.
 var (
-	kubePool        = kubernetes.PoolConfig{Name: "bench", Size: 2, Memory: 1 << 30}
+	kubePool        = kubernetes.PoolConfig{Spec: warmpool.Spec{Name: "bench", Size: 2, Memory: 1 << 30}}
 	kubePoolOptions = []byte(`{"limits":{"memory":"1GiB"}}`)
 )
 
