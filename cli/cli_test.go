@@ -18,11 +18,17 @@ import (
 // startBroker serves the real broker and local backend on loopback.
 func startBroker(t *testing.T, token string) string {
 	t.Helper()
+	return startBrokerConfig(t, broker.Config{Tokens: []string{token}})
+}
+
+// startBrokerConfig is startBroker with the broker's whole config.
+func startBrokerConfig(t *testing.T, cfg broker.Config) string {
+	t.Helper()
 	lb, err := local.New(local.Config{StateDir: t.TempDir()}, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := broker.New(broker.Config{Tokens: []string{token}}, map[string]opsapi.Backend{"local": lb}, testutil.Logger(t))
+	srv, err := broker.New(cfg, map[string]opsapi.Backend{"local": lb}, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@
 //
 //	broker serve [flags]                     run the broker
 //	broker ws create [--backend local]       create a workspace, print its id
+//	broker ws create --profile NAME          the same, from a profile of the broker's config
 //	broker ws ls                             list workspaces
 //	broker ws rm <id>...                     delete workspaces
 //	broker ws env <id> [--env K=V]...        replace a workspace's environment

@@ -37,10 +37,11 @@ func wsSummary() string {
 }
 
 func (c *CLI) wsCreate(ctx context.Context, args []string) error {
-	fs := c.flagSet("ws create", "[--backend local] [--options '<json>'] [--json]")
+	fs := c.flagSet("ws create", "[--backend local] [--options '<json>' | --profile NAME] [--json]")
 	cf := c.addClientFlags(fs)
 	backend := fs.String("backend", "", "backend of the new workspace (default: the broker's default backend: docker when it serves docker, else local)")
 	options := fs.String("options", "", "the backend's creation options, as JSON")
+	profile := fs.String("profile", "", "a workspace spec configured on the broker (its profiles:), instead of --backend and --options")
 	asJSON := fs.Bool("json", false, "print the whole workspace object as JSON instead of its id")
 	var env, secrets envList
 	fs.Var(&env, "env", "KEY=VALUE in the workspace's environment, seen by every command (repeatable)")
@@ -62,7 +63,7 @@ func (c *CLI) wsCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	info, err := cl.Create(ctx, wire.CreateRequest{Backend: *backend, Options: opts, Env: envVars(env, secrets)})
+	info, err := cl.Create(ctx, wire.CreateRequest{Profile: *profile, Backend: *backend, Options: opts, Env: envVars(env, secrets)})
 	if err != nil {
 		return explain(err)
 	}

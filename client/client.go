@@ -65,7 +65,8 @@ func (c *Client) CreateWorkspace(ctx context.Context, backend string, options js
 	return c.Create(ctx, wire.CreateRequest{Backend: backend, Options: options})
 }
 
-// Create asks for a new workspace as req says: backend, options and
+// Create asks for a new workspace as req says: backend and options, or
+// a profile configured on the broker (req.Profile) instead of them; and
 // environment.
 func (c *Client) Create(ctx context.Context, req wire.CreateRequest) (wire.WorkspaceInfo, error) {
 	var info wire.WorkspaceInfo
