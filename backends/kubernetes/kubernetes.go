@@ -27,6 +27,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/remote"
+	"github.com/wsbroker/wsbroker/remote/podexec"
 )
 
 // Labels and annotations on every pod the backend makes. Labels select
@@ -60,7 +61,7 @@ const namePrefix = "wsbroker-"
 // Backend creates workspaces as pods of one namespace.
 type Backend struct {
 	cfg    Config
-	rest   *rest.Config
+	pods   podexec.Pods // commands in the pods
 	cs     kubernetes.Interface
 	logger *slog.Logger
 	agent  remote.AgentBinary
@@ -100,7 +101,7 @@ func New(cfg Config, logger *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, opsapi.E(op, cfg.Kubeconfig, opsapi.ErrInvalid, err)
 	}
-	b := &Backend{cfg: cfg, rest: rc, cs: cs, logger: logger}
+	b := &Backend{cfg: cfg, pods: podexec.Pods{REST: rc, Client: cs, Namespace: cfg.Namespace}, cs: cs, logger: logger}
 	if b.agent, err = remote.FindAgent(cfg.AgentBinary); err != nil {
 		return nil, opsapi.E(op, cfg.AgentBinary, opsapi.ErrInvalid, fmt.Errorf("the in-box agent is required: %w", err))
 	}
