@@ -32,9 +32,10 @@ export interface CreateOptions {
 	/** "local", "docker", "ssh", "kubernetes": default the broker's default backend. */
 	backend?: string;
 	/**
-	 * A named workspace spec of the broker's configuration. Sent as the
-	 * body's `profile`: the broker's profiles serve only its MCP endpoints so
-	 * far, and its create route answers BadRequestError for the field.
+	 * A named workspace spec of the broker's configuration (its `profiles:`),
+	 * instead of backend and options: naming one with either, or an unknown
+	 * one, is an InvalidError naming it. The tenant's backends, images and
+	 * quota apply to what it resolves to.
 	 */
 	profile?: string;
 	/** The backend's own options, e.g. {limits: {memory: "512MiB"}} for docker (docs/api.md). */

@@ -55,7 +55,7 @@ describe("the broker's answers as error classes (local backend)", () => {
 	let rb: RunningBroker;
 	let ws: Workspace;
 	before(async () => {
-		rb = await startBroker();
+		rb = await startBroker({ config: "profiles:\n  small:\n    backend: local\n" });
 		ws = await rb.broker.create({ backend: "local" });
 		await ws.writeText("file.txt", "x");
 		await ws.mkdir("dir");
@@ -76,8 +76,8 @@ describe("the broker's answers as error classes (local backend)", () => {
 		["a body of the wrong type", () => ws.transport.call({ method: "POST", path: `${ws.prefix}/exec`, body: "x", contentType: "text/plain" }), UnsupportedMediaTypeError, "unsupported_media_type"],
 		["malformed JSON", () => ws.transport.call({ method: "POST", path: `${ws.prefix}/exec`, body: "{", contentType: "application/json" }), BadRequestError, "bad_request"],
 		["an unknown backend", () => rb.broker.create({ backend: "nosuch" }), InvalidError, "invalid"],
-		// Profiles are the MCP endpoints' (docs/api.md); the create route has none yet, and says so.
-		["a profile on a broker whose create route has none", () => rb.broker.create({ profile: "small" }), BadRequestError, "bad_request"],
+		["a profile the broker does not have", () => rb.broker.create({ profile: "nosuch" }), InvalidError, "invalid"],
+		["a profile with a backend", () => rb.broker.create({ profile: "small", backend: "local" }), InvalidError, "invalid"],
 		["an unknown backend option", () => rb.broker.create({ backend: "local", options: { nosuch: 1 } }), InvalidError, "invalid"],
 	];
 	for (const [what, call, cls, code] of cases) {
@@ -90,6 +90,12 @@ describe("the broker's answers as error classes (local backend)", () => {
 			});
 		});
 	}
+
+	test("a profile of the broker's config creates the workspace it describes", async () => {
+		await using made = await rb.broker.create({ profile: "small", env: { GREETING: "hi" } });
+		assert.equal(made.backend, "local");
+		assert.equal((await made.run("printf %s \"$GREETING\"")).text, "hi");
+	});
 
 	test("a wrong token: UnauthorizedError", async () => {
 		const b = new Broker({ url: rb.url, token: "wrong" });

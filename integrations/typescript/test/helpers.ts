@@ -81,8 +81,11 @@ export interface RunningBroker {
 	stop(): Promise<void>;
 }
 
-/** Starts `broker serve` on 127.0.0.1 (a port the kernel picks), with docker when asked. */
-export async function startBroker(opts: { docker?: boolean; extraArgs?: string[] } = {}): Promise<RunningBroker> {
+/**
+ * Starts `broker serve` on 127.0.0.1 (a port the kernel picks), with docker
+ * when asked, and `config` (YAML) as its --config file when given.
+ */
+export async function startBroker(opts: { docker?: boolean; extraArgs?: string[]; config?: string } = {}): Promise<RunningBroker> {
 	const bin = buildBroker();
 	const stateDir = mkdtempSync(path.join(os.tmpdir(), "wsbroker-sdk-state-"));
 	const token = randomBytes(32).toString("hex");
@@ -91,6 +94,11 @@ export async function startBroker(opts: { docker?: boolean; extraArgs?: string[]
 	// The broker logs "broker starting" at info: that says the port.
 	const args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--token-file", tokenFile, "--log-level", "info", ...(opts.extraArgs ?? [])];
 	if (opts.docker) args.push("--docker");
+	if (opts.config !== undefined) {
+		const configFile = path.join(stateDir, "config.yaml");
+		writeFileSync(configFile, opts.config);
+		args.push("--config", configFile);
+	}
 	const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
 	let log = "";
 	const addr = await new Promise<string>((resolve, reject) => {
