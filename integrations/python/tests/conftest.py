@@ -24,6 +24,8 @@ import wsbroker  # noqa: E402
 
 IMAGE = "wsbroker/workspace:current"
 CI = os.environ.get("CI") == "true"
+# The profile the session's broker is configured with.
+PROFILE = "plain"
 
 
 def _docker_ready() -> str:
@@ -70,6 +72,8 @@ def broker_proc() -> Iterator[BrokerProcess]:
     # writes a 1 GiB file (serve's default disk is 1 GiB, docs/backends.md).
     cfg.write_text(f"listen: 127.0.0.1:{port}\nstateDir: {state}\ndefaultBackend: local\n"
                    "local:\n  limits:\n    diskBytes: -1\n"
+                   # A profile for test_profiles.py: a create may name it.
+                   f"profiles:\n  {PROFILE}:\n    backend: local\n"
                    + ("docker: {}\n" if "docker" in backends else ""))
     log = tmp / "broker.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}

@@ -135,15 +135,19 @@ class AsyncBroker:
     # --- workspaces ---
 
     async def create(self, backend: Optional[str] = None, *, options: Optional[Dict[str, Any]] = None,
+                     profile: Optional[str] = None,
                      env: Optional[Mapping[str, str]] = None,
                      secret_env: Optional[Mapping[str, str]] = None,
                      keep: bool = False) -> "AsyncWorkspace":
         """Creates a workspace on backend (default: the broker's) with the
         backend's options (docs/api.md: local limits, docker image and
-        limits, ssh host...). env and secret_env are the workspace's
-        environment (secret values are redacted from every output). Used as a
-        context manager, the workspace is deleted on exit unless keep."""
-        body: Dict[str, Any] = c.drop_none({"backend": backend, "options": options})
+        limits, ssh host...), or from profile, a workspace spec of the
+        broker's config (its profiles:) instead of them: naming one with
+        either, or an unknown one, is Invalid. env and secret_env are the
+        workspace's environment (secret values are redacted from every
+        output). Used as a context manager, the workspace is deleted on exit
+        unless keep."""
+        body: Dict[str, Any] = c.drop_none({"profile": profile, "backend": backend, "options": options})
         vars_ = [{"name": k, "value": v} for k, v in (env or {}).items()]
         vars_ += [{"name": k, "value": v, "secret": True} for k, v in (secret_env or {}).items()]
         if vars_:
