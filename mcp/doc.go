@@ -13,7 +13,8 @@
 //     already resolved for the caller's tenant (/v1/workspaces/{id}/mcp).
 //   - ServeSessions: one workspace per MCP session, created on the first
 //     tool call from the request's query (a backend and its options, or a
-//     named Profile), kept or deleted when the session ends; plus the
+//     profile the workspace service resolves, the broker's, which POST
+//     /v1/workspaces takes too), kept or deleted when the session ends; plus the
 //     workspace_* tools to list, create, select and delete workspaces
 //     (/v1/mcp).
 //

@@ -310,6 +310,11 @@ func TestSessionEndpointManagesWorkspaces(t *testing.T) {
 	if err := json.Unmarshal([]byte(text(first)), &made); err != nil || !made.Current {
 		t.Fatalf("create: %q %v", text(first), err)
 	}
+	// The service decides a profile with a backend, as on POST /v1/workspaces.
+	if res := callMCP(t, cs, mcp.ToolWorkspaceCreate, map[string]any{"profile": "plain", "backend": "local"}); !res.IsError ||
+		!strings.Contains(text(res), "not both") {
+		t.Fatalf("profile and backend: %q", text(res))
+	}
 	callMCP(t, cs, "write", map[string]any{"path": "x.txt", "content": "in the first"})
 	callMCP(t, cs, mcp.ToolWorkspaceCreate, map[string]any{})
 	if res := callMCP(t, cs, "read", map[string]any{"path": "x.txt"}); !res.IsError {
