@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/wsbroker/wsbroker/internal/execconf"
 	"github.com/wsbroker/wsbroker/internal/rgjson"
+	"github.com/wsbroker/wsbroker/internal/testutil"
 	"github.com/wsbroker/wsbroker/opsapi"
 	"github.com/wsbroker/wsbroker/remote"
 	"github.com/wsbroker/wsbroker/remote/agent"
@@ -27,34 +27,11 @@ import (
 	"github.com/wsbroker/wsbroker/remote/sftpops"
 )
 
-// binary is cmd/wsb-agent, built once by TestMain: the in-process agent
-// re-executes it as each command's reaper.
-var binary string
-
-func TestMain(m *testing.M) {
-	if runtime.GOOS != "linux" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "remote-test-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "wsb-agent")
-	build := exec.Command("go", "build", "-o", binary, "github.com/wsbroker/wsbroker/cmd/wsb-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 // fakeBox is a Transport whose agent runs in this process over a
 // net.Pipe; its server ends are kept so a test can cut the connection.
 type fakeBox struct {
 	t        *testing.T
+	bin      string // the agent binary the in-process agent re-executes as each command's reaper
 	starts   atomic.Int64
 	delay    time.Duration
 	fail     atomic.Pointer[error] // StartAgent's error, when set
@@ -73,7 +50,7 @@ func (b *fakeBox) StartAgent(ctx context.Context) (*agentclient.Client, error) {
 		return nil, *err
 	}
 	brokerEnd, agentEnd := net.Pipe()
-	s := &agent.Server{Self: binary}
+	s := &agent.Server{Self: b.bin}
 	go func() { _ = s.ServeConn(agentEnd) }()
 	b.mu.Lock()
 	b.conns = append(b.conns, agentEnd)
@@ -105,7 +82,7 @@ func newWorkspace(t *testing.T, cfg remote.Config) (*remote.Workspace, *fakeBox)
 	if runtime.GOOS != "linux" {
 		t.Skip("the agent runs on Linux only")
 	}
-	box := &fakeBox{t: t}
+	box := &fakeBox{t: t, bin: testutil.AgentBinary(t)}
 	cfg.Op, cfg.ID, cfg.Where = "fake", "w1", "in the fake box"
 	if cfg.Root == "" {
 		cfg.Root = t.TempDir()
