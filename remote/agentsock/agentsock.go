@@ -82,6 +82,16 @@ func Start(ctx context.Context, dir Dir, binary string, start StartFunc) (*agent
 		}
 	}()
 	if _, err := p.Stdin().Write(append(keys, '\n')); err != nil {
+		// A command that ended before reading its keys (no agent there,
+		// or one that failed at once) closed its stdin: what it said is
+		// the reason, not the broken pipe.
+		select {
+		case <-said:
+		case <-ctx.Done():
+		}
+		if why := context.Cause(actx); why != nil && ctx.Err() == nil {
+			return nil, why
+		}
 		return nil, fmt.Errorf("sending the agent its keys: %w", err)
 	}
 	c, err := agentclient.Accept(actx, ln, brokerSide)

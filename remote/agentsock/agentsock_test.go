@@ -91,6 +91,26 @@ func TestStartFailsWithWhatTheAgentSaid(t *testing.T) {
 	}
 }
 
+// TestStartFailsWithWhatTheAgentSaidBeforeItsKeys: a command that has
+// already exited when its keys are sent (a broken pipe) still fails with
+// what it said, not with the pipe.
+func TestStartFailsWithWhatTheAgentSaidBeforeItsKeys(t *testing.T) {
+	testutil.RequireCommand(t, "sh")
+	start := localStart(t)
+	exited := func(ctx context.Context, argv []string, stderr io.Writer) (Process, error) {
+		p, err := start(ctx, []string{"sh", "-c", "echo oops"}, stderr)
+		if err != nil {
+			return nil, err
+		}
+		_, err = p.(*proc).cmd.Process.Wait()
+		return p, err
+	}
+	_, err := Start(t.Context(), Dir{Host: t.TempDir(), Box: "/x"}, "/nonexistent", exited)
+	if err == nil || !strings.Contains(err.Error(), `the agent did not start (unexpected output): "oops\n"`) {
+		t.Fatalf("Start of a command that exited first: %v", err)
+	}
+}
+
 // TestStartRefusesAFileForADirectory: the run directory must be one.
 func TestStartRefusesAFileForADirectory(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "f")
